@@ -1,0 +1,3 @@
+"""Incremental web re-crawler."""
+
+__version__ = "0.1.0"

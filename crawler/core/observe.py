@@ -1,0 +1,120 @@
+"""Interpret one fetch: fingerprint the page, compare it with the previous version.
+
+Pure: the daemon and the tests call it with plain data. A change is a simhash distance of at
+least the threshold (MODEL.md section 1); bytes that differ under the threshold are a
+cosmetic change, recorded (``content_changed``) but not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from crawler.core.extract import parse_page
+from crawler.core.fingerprint import content_hash, hamming_distance, simhash64
+from crawler.core.model import (
+    GONE,
+    NOT_MODIFIED,
+    OK,
+    SECONDS_PER_DAY,
+    FetchResult,
+    Observation,
+    UrlRecord,
+)
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def is_html(content_type: str | None, body: bytes) -> bool:
+    """HTML by header, or sniffed when the header is missing."""
+    if content_type:
+        return content_type.split(";", 1)[0].strip().lower() in HTML_TYPES
+    head = body[:512].lstrip().lower()
+    return head.startswith((b"<!doctype html", b"<html"))
+
+
+def fingerprint(result: FetchResult) -> tuple[int | None, bytes]:
+    """(simhash, exact hash) of a body; non-HTML content gets only the exact hash."""
+    exact = content_hash(result.body)
+    if not is_html(result.content_type, result.body):
+        return None, exact
+    page = parse_page(result.body, result.content_type)
+    return simhash64(page.features), exact
+
+
+def observe(record: UrlRecord, result: FetchResult, threshold_bits: int) -> Observation:
+    """Compare a fetch with the stored version of the page."""
+    simhash: int | None = None
+    exact: bytes | None = None
+    distance: int | None = None
+    changed: bool | None = None
+    content_changed: bool | None = None
+    if result.outcome == OK:
+        simhash, exact = fingerprint(result)
+        if record.last_content_hash is not None:
+            content_changed = exact != record.last_content_hash
+            if simhash is not None and record.last_simhash is not None:
+                distance = hamming_distance(simhash, record.last_simhash)
+                changed = distance >= threshold_bits
+            else:
+                # Non-HTML (or a page that turned into/out of HTML): exact hash only.
+                changed = content_changed
+    elif result.outcome == NOT_MODIFIED and record.last_content_hash is not None:
+        simhash, exact = record.last_simhash, record.last_content_hash
+        distance, changed, content_changed = 0, False, False
+    return Observation(
+        fetched_at=result.fetched_at,
+        outcome=result.outcome,
+        status=result.status,
+        bytes=len(result.body),
+        duration_seconds=result.duration_seconds,
+        simhash=simhash,
+        content_hash=exact,
+        simhash_distance=distance,
+        changed=changed,
+        content_changed=content_changed,
+        last_modified=result.last_modified,
+        error_kind=result.error_kind,
+        truncated=result.truncated,
+    )
+
+
+def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> UrlRecord:
+    """The URL's state after this fetch (schedule aside)."""
+    if obs.outcome == GONE:
+        # A lifespan ends; consecutive_failures counts the gone answers in a row.
+        return replace(
+            record,
+            state="gone",
+            last_status=obs.status,
+            fetch_count=record.fetch_count + 1,
+            consecutive_failures=record.consecutive_failures + 1,
+        )
+    if obs.outcome not in (OK, NOT_MODIFIED):
+        return replace(
+            record,
+            state="error" if record.state in ("new", "error") else record.state,
+            last_status=obs.status,
+            fetch_count=record.fetch_count + 1,
+            consecutive_failures=record.consecutive_failures + 1,
+        )
+    history = record.history
+    if obs.changed is not None and record.last_fetched_at is not None:
+        interval_days = (obs.fetched_at - record.last_fetched_at) / SECONDS_PER_DAY
+        if interval_days > 0:
+            history = history.observe(interval_days, obs.changed)
+    return replace(
+        record,
+        state="active",
+        last_fetched_at=obs.fetched_at,
+        last_status=obs.status,
+        last_simhash=obs.simhash,
+        last_content_hash=obs.content_hash,
+        etag=result.etag if obs.outcome == OK else (result.etag or record.etag),
+        last_modified=result.last_modified or (
+            record.last_modified if obs.outcome == NOT_MODIFIED else None
+        ),
+        fetch_count=record.fetch_count + 1,
+        change_count=record.change_count + (1 if obs.changed else 0),
+        consecutive_failures=0,
+        history=history,
+    )

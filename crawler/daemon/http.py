@@ -1,0 +1,42 @@
+"""The daemon's small HTTP server: /metrics, /healthz and /readyz."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+ReadinessCheck = Callable[[], Awaitable[tuple[bool, str]]]
+
+
+def make_app(registry: CollectorRegistry, ready: ReadinessCheck) -> web.Application:
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        ok, detail = await ready()
+        return web.Response(text=detail + "\n", status=200 if ok else 503)
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+async def start_server(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Start serving; returns the runner and the bound port (useful when ``port`` is 0)."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    server = site._server
+    sockets = getattr(server, "sockets", None) or []
+    bound = sockets[0].getsockname()[1] if sockets else port
+    return runner, int(bound)

@@ -1,0 +1,169 @@
+"""``crawler run``: wire settings, database, HTTP session, worker and side tasks; handle signals.
+
+SIGTERM or SIGINT stops claiming, lets in-flight fetches finish for ``shutdown_grace`` seconds,
+gives back every lease still held and returns 0. A second signal skips the grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+
+import asyncpg
+
+from crawler.core.schedule import SchedulePolicy
+from crawler.daemon.http import make_app, start_server
+from crawler.daemon.worker import Worker, WorkerConfig
+from crawler.db import frontier, migrate
+from crawler.db.connect import create_pool, describe
+from crawler.db.queries import QUERIES
+from crawler.fetch import FetchLimits, new_session
+from crawler.metrics import Metrics
+from crawler.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SAMPLE_INTERVAL_SECONDS = 5.0
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def worker_config(settings: Settings, owner: str) -> WorkerConfig:
+    return WorkerConfig(
+        owner=owner,
+        concurrency=settings.concurrency,
+        claim_batch_hosts=settings.claim_batch_hosts,
+        claim_urls_per_host=settings.claim_urls_per_host,
+        lease_seconds=settings.lease_seconds,
+        poll_interval=settings.poll_interval,
+        politeness_delay=settings.politeness_delay,
+        simhash_threshold=settings.simhash_threshold,
+        limits=FetchLimits(
+            connect_timeout=settings.connect_timeout,
+            total_timeout=settings.total_timeout,
+            max_body_bytes=settings.max_body_bytes,
+        ),
+        schedule=SchedulePolicy(
+            default_interval_seconds=settings.default_interval,
+            min_interval_seconds=settings.min_interval,
+            max_interval_seconds=settings.max_interval,
+        ),
+    )
+
+
+async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics) -> None:
+    """Side task: the frontier's gauges, sampled from the database."""
+    while True:
+        with contextlib.suppress(asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+            counts = await pool.fetchrow(QUERIES["status_counts"])
+            states = {r["state"]: r["n"] for r in await pool.fetch(QUERIES["urls_by_state"])}
+            if counts is not None:
+                metrics.frontier_sampled(
+                    states,
+                    counts["due_now"],
+                    float(counts["most_overdue_seconds"] or 0.0),
+                    counts["hosts_leased"],
+                )
+        await asyncio.sleep(SAMPLE_INTERVAL_SECONDS)
+
+
+async def run_daemon(
+    settings: Settings, url: str, *, duration: float | None = None, metrics: Metrics | None = None
+) -> int:
+    head = migrate.head_revision()
+    current = await migrate.current_revision(url)
+    if current != head:
+        log.error("database %s is at revision %s, not %s: run `crawler db upgrade`",
+                  describe(url), current, head)
+        return 2
+    metrics = metrics or Metrics()
+    owner = owner_id()
+    pool = await create_pool(url, min_size=1, max_size=settings.db_pool_size)
+    session = new_session(settings.user_agent, worker_config(settings, owner).limits)
+    worker = Worker(worker_config(settings, owner), pool, session, metrics)
+    loop_task: asyncio.Task[None] | None = None
+
+    async def ready() -> tuple[bool, str]:
+        try:
+            revision = await migrate.current_revision(url)
+        except (OSError, asyncpg.PostgresError) as exc:
+            return False, f"database unreachable: {exc}"
+        if revision != head:
+            return False, f"migrations not current: {revision} != {head}"
+        if loop_task is None or loop_task.done():
+            return False, "fetchers not running"
+        return True, "ready"
+
+    runner, port = await start_server(
+        make_app(metrics.registry, ready), settings.metrics_host, settings.metrics_port
+    )
+    log.info("daemon %s on %s; metrics at http://%s:%d/metrics",
+             owner, describe(url), settings.metrics_host, port)
+
+    stop_requested = asyncio.Event()
+    hurry = asyncio.Event()
+
+    def on_signal() -> None:
+        if stop_requested.is_set():
+            hurry.set()
+        stop_requested.set()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    sampler = asyncio.create_task(sample_frontier(pool, metrics))
+    loop_task = asyncio.create_task(worker.run())
+    started = time.monotonic()
+    try:
+        waiters = [asyncio.create_task(stop_requested.wait()), loop_task]
+        await asyncio.wait(waiters, timeout=duration, return_when=asyncio.FIRST_COMPLETED)
+        waiters[0].cancel()
+        if loop_task.done() and loop_task.exception() is not None:
+            raise loop_task.exception()  # type: ignore[misc]
+    finally:
+        worker.stop()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop_task
+        in_flight = set(worker.host_tasks)
+        if in_flight:
+            hurry_task = asyncio.create_task(hurry.wait())
+            await _drain(in_flight, hurry_task, settings.shutdown_grace)
+            hurry_task.cancel()
+        released = await frontier.release_owner(pool, owner)
+        sampler.cancel()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await session.close()
+        await runner.cleanup()
+        await pool.close()
+        log.info("stopped after %.0fs: %d fetches recorded, %d leases released",
+                 time.monotonic() - started, worker.fetches_recorded, released)
+    return 0
+
+
+async def _drain(
+    tasks: set[asyncio.Task[None]], hurry: asyncio.Task[bool], grace: float
+) -> None:
+    """Wait for in-flight hosts up to ``grace`` seconds (or a second signal), then cancel."""
+    deadline = time.monotonic() + grace
+    pending = set(tasks)
+    while pending and not hurry.done():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        await asyncio.wait(
+            [*pending, hurry], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+        )
+        pending = {t for t in pending if not t.done()}
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)

@@ -1,0 +1,171 @@
+"""The fetch loop: claim hosts, drain each at its polite rate, record every fetch, release.
+
+A host is the unit of work. The loop leases up to ``concurrency`` hosts; each leased host is
+drained by one task, one request at a time with the politeness delay between requests, and
+each fetch commits observation, URL row and schedule in one statement. The lease bounds how
+long a host task may work, so another daemon can never send a request to a host whose lease
+this daemon might still be using.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+import asyncpg
+
+from crawler.core.model import HTTP_ERROR, FetchResult, UrlRecord
+from crawler.core.observe import observe, updated_record
+from crawler.core.schedule import SchedulePolicy, next_fetch
+from crawler.db import frontier
+from crawler.db.frontier import HostClaim
+from crawler.fetch import FetchLimits, fetch
+from crawler.metrics import Events
+
+log = logging.getLogger(__name__)
+
+DB_RETRY_MAX_SECONDS = 30.0
+
+
+@dataclass
+class WorkerConfig:
+    owner: str
+    concurrency: int = 32
+    claim_batch_hosts: int = 16
+    claim_urls_per_host: int = 16
+    lease_seconds: float = 300.0
+    poll_interval: float = 1.0
+    politeness_delay: float = 1.0
+    simhash_threshold: int = 6
+    limits: FetchLimits = field(default_factory=FetchLimits)
+    schedule: SchedulePolicy = field(default_factory=SchedulePolicy)
+
+
+class Worker:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        pool: asyncpg.Pool,
+        session: aiohttp.ClientSession,
+        events: Events,
+    ) -> None:
+        self.config = config
+        self.pool = pool
+        self.session = session
+        self.events = events
+        self.stopping = asyncio.Event()
+        self.host_tasks: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self.fetches_recorded = 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Claim and dispatch until stopped. In-flight hosts are the caller's to drain."""
+        cfg = self.config
+        while not self.stopping.is_set():
+            free = cfg.concurrency - len(self.host_tasks)
+            claims: list[HostClaim] = []
+            if free > 0:
+                claims = await self._with_db_retry(
+                    lambda: frontier.claim(
+                        self.pool,
+                        cfg.owner,
+                        max_hosts=min(free, cfg.claim_batch_hosts),
+                        urls_per_host=cfg.claim_urls_per_host,
+                        lease_seconds=cfg.lease_seconds,
+                    )
+                )
+            for host in claims:
+                task = asyncio.create_task(self.drain_host(host), name=f"host-{host.host_id}")
+                self.host_tasks.add(task)
+                task.add_done_callback(self._host_done)
+            if claims and len(claims) == min(free, cfg.claim_batch_hosts):
+                continue  # there may be more ready hosts: claim again at once
+            await self._sleep_until_work()
+
+    def _host_done(self, task: asyncio.Task[None]) -> None:
+        self.host_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("host task failed", exc_info=task.exception())
+        self._wake.set()
+
+    async def _sleep_until_work(self) -> None:
+        timeout = self.config.poll_interval
+        if len(self.host_tasks) < self.config.concurrency:
+            with contextlib.suppress(asyncpg.PostgresError, OSError):
+                due = await frontier.earliest_due(self.pool)
+                if due is not None:
+                    timeout = min(timeout, max(0.01, due - time.time()))
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def drain_host(self, host: HostClaim) -> None:
+        """Fetch a leased host's URLs one at a time, politely, then give the host back."""
+        cfg = self.config
+        delay = max(cfg.politeness_delay, host.crawl_delay_seconds or 0.0)
+        # Stop early enough that the last request ends before the lease does.
+        deadline = host.lease_expires_at - cfg.limits.total_timeout - 5.0
+        next_request_at = 0.0
+        try:
+            for record in host.urls:
+                wait = next_request_at - time.time()
+                if wait > 0:
+                    self.events.politeness_wait(wait)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.stopping.wait(), wait)
+                if self.stopping.is_set() or time.time() > deadline:
+                    break
+                result = await fetch(self.session, record, cfg.limits)
+                next_request_at = time.time() + delay
+                await self._record(record, result, next_request_at)
+        finally:
+            await asyncio.shield(self._release(host))
+
+    async def _record(self, record: UrlRecord, result: FetchResult, next_request_at: float) -> None:
+        obs = observe(record, result, self.config.simhash_threshold)
+        after = updated_record(record, result, obs)
+        schedule = next_fetch(after, obs, self.config.schedule)
+        args = frontier.record_args(
+            after,
+            obs,
+            schedule,
+            host_next_request_at=next_request_at,
+            redirect_to=result.redirect_to,
+        )
+        await self._with_db_retry(lambda: frontier.record_fetch(self.pool, args), timed=True)
+        self.fetches_recorded += 1
+        self.events.fetch_completed(obs)
+        if obs.outcome == HTTP_ERROR:
+            log.info("fetch %s: %s", record.url, obs.error_kind)
+
+    async def _release(self, host: HostClaim) -> None:
+        with contextlib.suppress(asyncpg.PostgresError, OSError):
+            await frontier.release_host(self.pool, host.host_id, self.config.owner)
+
+    async def _with_db_retry(self, op, *, timed: bool = False):  # type: ignore[no-untyped-def]
+        """Run a database operation, retrying with backoff while the server is unreachable.
+
+        Every operation retried here is idempotent (absolute values, unique observations).
+        """
+        backoff = 0.1
+        while True:
+            started = time.monotonic()
+            try:
+                value = await op()
+            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+                    asyncpg.CannotConnectNowError) as exc:
+                log.warning("database unavailable (%s); retrying in %.1fs", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, DB_RETRY_MAX_SECONDS)
+                continue
+            if timed:
+                self.events.db_transaction(time.monotonic() - started)
+            return value

