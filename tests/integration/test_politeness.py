@@ -1,0 +1,110 @@
+"""Two daemons, many hosts: the server side sees one request at a time per host, spaced."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+
+import asyncpg
+import pytest
+from aiohttp import web
+
+from crawler.core.schedule import SchedulePolicy
+from crawler.daemon.worker import Worker, WorkerConfig
+from crawler.db import frontier
+from crawler.fetch import FetchLimits, new_session
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class NullEvents:
+    def fetch_completed(self, obs: object) -> None: ...
+    def frontier_sampled(self, *args: object) -> None: ...
+    def db_transaction(self, seconds: float) -> None: ...
+    def politeness_wait(self, seconds: float) -> None: ...
+
+
+class RecordingServer:
+    """Serves small pages on several loopback addresses and logs each request's span."""
+
+    def __init__(self, addresses: list[str], handle_seconds: float = 0.03) -> None:
+        self.addresses = addresses
+        self.handle_seconds = handle_seconds
+        self.spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        self.in_flight: dict[str, int] = defaultdict(int)
+        self.max_in_flight: dict[str, int] = defaultdict(int)
+        self.runner: web.AppRunner | None = None
+        self.port = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        host = request.host
+        start = time.time()
+        self.in_flight[host] += 1
+        self.max_in_flight[host] = max(self.max_in_flight[host], self.in_flight[host])
+        await asyncio.sleep(self.handle_seconds)
+        self.in_flight[host] -= 1
+        self.spans[host].append((start, time.time()))
+        return web.Response(text=f"<html><body><p>{request.path} words here</p></body></html>",
+                            content_type="text/html")
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self.handle)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        first = web.TCPSite(self.runner, self.addresses[0], 0)
+        await first.start()
+        self.port = first._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        for address in self.addresses[1:]:
+            await web.TCPSite(self.runner, address, self.port).start()
+
+    async def stop(self) -> None:
+        assert self.runner is not None
+        await self.runner.cleanup()
+
+
+async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
+    delay = 0.25
+    addresses = [f"127.0.0.{i}" for i in range(2, 8)]
+    server = RecordingServer(addresses)
+    await server.start()
+    per_host = 12
+    urls = [(f"http://{a}:{server.port}/p{i}", 1.0) for a in addresses for i in range(per_host)]
+    pools = [await asyncpg.create_pool(db_url, min_size=1, max_size=4) for _ in range(2)]
+    await frontier.seed(pools[0], urls, time.time() - 1)
+    workers = []
+    sessions = []
+    for n, pool in enumerate(pools):
+        session = new_session("test-crawler", FetchLimits(total_timeout=5.0))
+        sessions.append(session)
+        cfg = WorkerConfig(
+            owner=f"daemon-{n}", concurrency=4, claim_batch_hosts=2, claim_urls_per_host=3,
+            lease_seconds=30.0, poll_interval=0.05, politeness_delay=delay,
+            limits=FetchLimits(total_timeout=5.0),
+            schedule=SchedulePolicy(default_interval_seconds=3600.0),
+        )
+        workers.append(Worker(cfg, pool, session, NullEvents()))
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    try:
+        deadline = time.time() + 60
+        while sum(len(s) for s in server.spans.values()) < len(urls) and time.time() < deadline:
+            await asyncio.sleep(0.1)
+    finally:
+        for w in workers:
+            w.stop()
+        await asyncio.gather(*tasks)
+        await asyncio.gather(*(t for w in workers for t in w.host_tasks), return_exceptions=True)
+        for s in sessions:
+            await s.close()
+        for p in pools:
+            await p.close()
+        await server.stop()
+
+    assert sum(len(s) for s in server.spans.values()) == len(urls)
+    assert all(w.fetches_recorded > 0 for w in workers), "both daemons should take part"
+    assert set(server.max_in_flight.values()) == {1}
+    for host, spans in server.spans.items():
+        spans.sort()
+        gaps = [b_start - a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:])]
+        assert min(gaps) >= delay - 0.01, (host, min(gaps))
