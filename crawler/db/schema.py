@@ -50,9 +50,26 @@ hosts = Table(
     Column("lease_expires_at", DateTime(timezone=True), nullable=True),
     Column("consecutive_failures", Integer, nullable=False, server_default=text("0")),
     Column("backoff_until", DateTime(timezone=True), nullable=True),
+    # robots.txt (RFC 9309): the last good copy, when to fetch it again, and since when the
+    # host has failed to serve it (a 5xx/timeout means complete disallow, up to 30 days).
+    Column("robots_body", Text, nullable=True),
+    Column("robots_status", SmallInteger, nullable=True),
+    Column("robots_fetched_at", DateTime(timezone=True), nullable=True),
+    Column("robots_good_at", DateTime(timezone=True), nullable=True),
+    Column("robots_expires_at", DateTime(timezone=True), nullable=True),
+    Column("robots_unreachable_since", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Index("hosts_next_due_at_idx", "next_due_at"),
     Index("hosts_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),
+)
+
+sites = Table(
+    "sites",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("root_url", Text, nullable=False, unique=True),
+    Column("window_size", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
 )
 
 urls = Table(
@@ -86,7 +103,22 @@ urls = Table(
     Column("intervals_observed", Integer, nullable=False, server_default=text("0")),
     Column("change_rate_per_day", Float, nullable=True),
     Column("fetch_rate_per_day", Float, nullable=True),
+    # (start, end] brackets, in POSIX days, of the newest fetch intervals that saw a change,
+    # flattened [s1, e1, s2, e2, ...]: the evidence for detecting a regular update period.
+    Column(
+        "change_brackets_days",
+        ARRAY(DOUBLE_PRECISION),
+        nullable=False,
+        server_default=text("'{}'"),
+    ),
     Column("redirect_to", Text, nullable=True),
+    # Page-window discovery (MODEL.md section 7): the URL's site, BFS depth, discovery order
+    # and window membership with the times it entered and left.
+    Column("site_id", BigInteger, ForeignKey("sites.id", ondelete="SET NULL"), nullable=True),
+    Column("depth", Integer, nullable=True),
+    Column("in_window", Boolean, nullable=False, server_default=text("false")),
+    Column("entered_window_at", DateTime(timezone=True), nullable=True),
+    Column("left_window_at", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     CheckConstraint(
         "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"
@@ -94,6 +126,7 @@ urls = Table(
     Index("urls_host_next_fetch_idx", "host_id", "next_fetch_at"),
     Index("urls_next_fetch_idx", "next_fetch_at"),
     Index("urls_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),
+    Index("urls_site_idx", "site_id", postgresql_where=text("site_id IS NOT NULL")),
 )
 
 observations = Table(
@@ -118,6 +151,18 @@ observations = Table(
     # Unique: a retried commit after a lost acknowledgement cannot record a fetch twice.
     Index("observations_url_fetched_idx", "url_id", "fetched_at", unique=True),
     Index("observations_fetched_at_idx", "fetched_at"),
+)
+
+# The link graph of windowed sites as last observed: a page's out-links are replaced each
+# time it is fetched, and BFS depths are recomputed from them.
+links = Table(
+    "links",
+    metadata,
+    Column("from_url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("to_url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Index("links_to_idx", "to_url_id"),
 )
 
 # Planner state: one row per named value (mu, prior shape and rate, budget).

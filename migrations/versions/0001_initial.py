@@ -31,12 +31,26 @@ def upgrade() -> None:
         sa.Column("lease_expires_at", TZ, nullable=True),
         sa.Column("consecutive_failures", sa.Integer(), nullable=False, server_default=sa.text("0")),
         sa.Column("backoff_until", TZ, nullable=True),
+        sa.Column("robots_body", sa.Text(), nullable=True),
+        sa.Column("robots_status", sa.SmallInteger(), nullable=True),
+        sa.Column("robots_fetched_at", TZ, nullable=True),
+        sa.Column("robots_good_at", TZ, nullable=True),
+        sa.Column("robots_expires_at", TZ, nullable=True),
+        sa.Column("robots_unreachable_since", TZ, nullable=True),
         sa.Column("created_at", TZ, nullable=False, server_default=sa.text("now()")),
     )
     op.create_index("hosts_next_due_at_idx", "hosts", ["next_due_at"])
     op.create_index(
         "hosts_lease_owner_idx", "hosts", ["lease_owner"],
         postgresql_where=sa.text("lease_owner IS NOT NULL"),
+    )
+
+    op.create_table(
+        "sites",
+        sa.Column("id", sa.BigInteger(), primary_key=True, autoincrement=True),
+        sa.Column("root_url", sa.Text(), nullable=False, unique=True),
+        sa.Column("window_size", sa.Integer(), nullable=False),
+        sa.Column("created_at", TZ, nullable=False, server_default=sa.text("now()")),
     )
 
     op.create_table(
@@ -71,7 +85,19 @@ def upgrade() -> None:
         sa.Column("intervals_observed", sa.Integer(), nullable=False, server_default=sa.text("0")),
         sa.Column("change_rate_per_day", sa.Float(), nullable=True),
         sa.Column("fetch_rate_per_day", sa.Float(), nullable=True),
+        sa.Column(
+            "change_brackets_days", postgresql.ARRAY(postgresql.DOUBLE_PRECISION()),
+            nullable=False, server_default=sa.text("'{}'"),
+        ),
         sa.Column("redirect_to", sa.Text(), nullable=True),
+        sa.Column(
+            "site_id", sa.BigInteger(), sa.ForeignKey("sites.id", ondelete="SET NULL"),
+            nullable=True,
+        ),
+        sa.Column("depth", sa.Integer(), nullable=True),
+        sa.Column("in_window", sa.Boolean(), nullable=False, server_default=sa.text("false")),
+        sa.Column("entered_window_at", TZ, nullable=True),
+        sa.Column("left_window_at", TZ, nullable=True),
         sa.Column("created_at", TZ, nullable=False, server_default=sa.text("now()")),
         sa.CheckConstraint(
             "state IN ('new', 'active', 'gone', 'error', 'redirected', 'disallowed')",
@@ -84,6 +110,24 @@ def upgrade() -> None:
         "urls_lease_owner_idx", "urls", ["lease_owner"],
         postgresql_where=sa.text("lease_owner IS NOT NULL"),
     )
+
+    op.create_index(
+        "urls_site_idx", "urls", ["site_id"], postgresql_where=sa.text("site_id IS NOT NULL")
+    )
+
+    op.create_table(
+        "links",
+        sa.Column(
+            "from_url_id", sa.BigInteger(), sa.ForeignKey("urls.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
+        sa.Column(
+            "to_url_id", sa.BigInteger(), sa.ForeignKey("urls.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
+        sa.Column("position", sa.Integer(), nullable=False),
+    )
+    op.create_index("links_to_idx", "links", ["to_url_id"])
 
     op.create_table(
         "observations",
@@ -123,5 +167,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("planner_state")
     op.drop_table("observations")
+    op.drop_table("links")
     op.drop_table("urls")
+    op.drop_table("sites")
     op.drop_table("hosts")

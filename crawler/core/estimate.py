@@ -1,0 +1,394 @@
+"""Change-rate estimation for pages whose changes arrive as a Poisson process.
+
+A fetch only reveals whether *at least one* change happened since the previous fetch, so the
+plain ratio "changes / time" undercounts fast pages. This module holds the estimators of
+MODEL.md section 2 (Cho & Garcia-Molina, "Estimating frequency of change", 2003) and the
+Bayesian shrinkage toward a population Gamma prior that the planner uses as the working rate.
+
+Time is in days and rates are per day. Pure functions over plain data: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy import optimize, special
+
+FloatArray = npt.NDArray[np.float64]
+
+MAX_CHANGED_INTERVALS = 64
+"""A history keeps the newest this-many changed intervals, so its cost stays bounded and its
+estimate follows a rate that drifts."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeHistory:
+    """Sufficient statistics of one URL's fetch record for the Poisson likelihood.
+
+    The likelihood of rate lam given the record is
+    prod_{changed i} (1 - exp(-lam t_i)) * exp(-lam * unchanged_days): unchanged intervals
+    only enter through their total length, changed ones each need their own length.
+    """
+
+    changed_intervals_days: tuple[float, ...] = ()
+    unchanged_days: float = 0.0
+    fetches: int = 0
+    """Number of intervals the statistics stand for (decays with old changes, see observe)."""
+
+    def observe(self, interval_days: float, changed: bool) -> ChangeHistory:
+        """Return the history extended by one fetch interval that did or did not see a change.
+
+        When more than MAX_CHANGED_INTERVALS changed intervals would be kept, the oldest is
+        dropped and the unchanged evidence (days and interval count) shrinks by the same
+        fraction, so the ratio of unchanged time to changes, hence the estimate, does not jump,
+        and old evidence fades geometrically (memory of about 64 changes).
+        """
+        if not (math.isfinite(interval_days) and interval_days > 0.0):
+            raise ValueError(f"interval_days must be finite and positive, got {interval_days}")
+        changed_intervals = self.changed_intervals_days
+        unchanged_days = self.unchanged_days
+        fetches = self.fetches + 1
+        if not changed:
+            return ChangeHistory(changed_intervals, unchanged_days + interval_days, fetches)
+        changed_intervals = (*changed_intervals, interval_days)
+        if len(changed_intervals) > MAX_CHANGED_INTERVALS:
+            keep_fraction = MAX_CHANGED_INTERVALS / len(changed_intervals)
+            unchanged_count = fetches - len(changed_intervals)
+            changed_intervals = changed_intervals[-MAX_CHANGED_INTERVALS:]
+            unchanged_days *= keep_fraction
+            fetches = MAX_CHANGED_INTERVALS + round(unchanged_count * keep_fraction)
+        return ChangeHistory(changed_intervals, unchanged_days, fetches)
+
+    @property
+    def changes(self) -> int:
+        """Number of kept intervals in which a change was detected."""
+        return len(self.changed_intervals_days)
+
+    @property
+    def observed_days(self) -> float:
+        """Total time covered by the kept statistics."""
+        return math.fsum(self.changed_intervals_days) + self.unchanged_days
+
+
+@dataclass(frozen=True, slots=True)
+class GammaPrior:
+    """Gamma(shape, rate) prior on a page's change rate lam (per day)."""
+
+    shape: float
+    rate: float
+    """In days: the prior is worth `shape` changes seen over `rate` days."""
+
+    def __post_init__(self) -> None:
+        if not (self.shape > 0.0 and self.rate > 0.0):
+            raise ValueError(f"Gamma prior needs positive shape and rate, got {self}")
+        if not (math.isfinite(self.shape) and math.isfinite(self.rate)):
+            raise ValueError(f"Gamma prior needs finite shape and rate, got {self}")
+
+    @property
+    def mean_rate_per_day(self) -> float:
+        return self.shape / self.rate
+
+
+DEFAULT_PRIOR = GammaPrior(shape=0.5, rate=15.0)
+"""Before any population data: mean one change per 30 days, weak (worth half a change)."""
+
+
+def naive_rate(changes: int, observed_days: float) -> float:
+    """X / T: biased low once several changes fall between fetches (E[X/n] = 1 - e^{-lam I})."""
+    if observed_days <= 0.0:
+        raise ValueError("observed_days must be positive")
+    return changes / observed_days
+
+
+def improved_rate_regular(fetches: int, changes: int, interval_days: float) -> float:
+    """Cho & Garcia-Molina's estimator for n fetches at a regular interval I, X changes seen.
+
+    Nearly unbiased for lam*I <= 2 and n >= 10; the 0.5 terms keep it finite when X == n.
+    """
+    if not 0 <= changes <= fetches or fetches <= 0:
+        raise ValueError(f"need 0 <= changes <= fetches, fetches > 0 (got {changes}/{fetches})")
+    if interval_days <= 0.0:
+        raise ValueError("interval_days must be positive")
+    # Cho & Garcia-Molina 2003, improved estimator: -log((n - X + 0.5) / (n + 0.5)) / I
+    return -math.log((fetches - changes + 0.5) / (fetches + 0.5)) / interval_days
+
+
+def mle_rate_irregular(
+    changed_intervals_days: Sequence[float], unchanged_days: float
+) -> float | None:
+    """Maximum-likelihood rate from irregular fetch intervals, or None when it is not finite.
+
+    Solves sum_changed t / (e^{lam t} - 1) = sum_unchanged t (Cho & Garcia-Molina 2003,
+    irregular access). No change seen (lam = 0) or no unchanged time (lam = infinity) has no
+    finite positive MLE: the caller should use posterior_rate.
+    """
+    if not changed_intervals_days or unchanged_days <= 0.0:
+        return None
+    intervals = np.asarray(changed_intervals_days, dtype=np.float64)
+    changes = intervals.size
+
+    def score(rate_per_day: float) -> float:
+        # t / (e^{x} - 1) written with e^{-x} so that large x underflows to 0 quietly.
+        x = rate_per_day * intervals
+        return float(np.sum(intervals * np.exp(-x) / -np.expm1(-x))) - unchanged_days
+
+    # Bracket from x/(e^x - 1) in [1 - x/2, 1]: the left side lies in
+    # [X/lam - S/2, X/lam], so the root is in [X / (U + S/2), X / U].
+    low = changes / (unchanged_days + 0.5 * float(intervals.sum()))
+    high = changes / unchanged_days
+    if high <= low * (1.0 + 1e-12):
+        return high
+    root: float = optimize.brentq(score, low * 0.999, high * 1.001, xtol=1e-14, rtol=1e-12)
+    return root
+
+
+@dataclass(frozen=True, slots=True)
+class LastModifiedHistory:
+    """Statistics for the Last-Modified estimator (MODEL.md 2, Cho & Garcia-Molina 2003).
+
+    On a fetch that finds a change, X += 1 and T += fetch time - Last-Modified (the page was
+    seen unchanged only since its last modification); otherwise T += the interval.
+    """
+
+    fetches: int = 0
+    changes: int = 0
+    observed_days: float = 0.0
+
+    def observe(
+        self, interval_days: float, changed: bool, days_since_last_modified: float | None = None
+    ) -> LastModifiedHistory:
+        if changed:
+            if days_since_last_modified is None:
+                raise ValueError("a changed fetch needs days_since_last_modified")
+            # The change happened inside the interval: the unchanged stretch is at most it.
+            unchanged_stretch = min(max(days_since_last_modified, 0.0), interval_days)
+            return LastModifiedHistory(
+                self.fetches + 1, self.changes + 1, self.observed_days + unchanged_stretch
+            )
+        return LastModifiedHistory(
+            self.fetches + 1, self.changes, self.observed_days + interval_days
+        )
+
+
+def last_modified_rate(fetches: int, changes: int, observed_days: float) -> float | None:
+    """Cho & Garcia-Molina's Last-Modified estimator, or None when it says nothing finite.
+
+    ((X - 1) - X / (n log(1 - X/n))) / T. At X == n the second term vanishes (log 0 = -inf),
+    giving (n - 1) / T; X == 0 gives 0, which is no estimate, so None (use the posterior).
+    """
+    if fetches <= 0 or changes <= 0 or observed_days <= 0.0 or changes > fetches:
+        return None
+    at_every_fetch = changes == fetches
+    correction = 0.0 if at_every_fetch else changes / (fetches * math.log1p(-changes / fetches))
+    # Cho & Garcia-Molina 2003, estimator with last-modified date
+    rate = ((changes - 1) - correction) / observed_days
+    return rate if rate > 0.0 else None
+
+
+def last_modified_is_credible(
+    last_modified_days: Sequence[float],
+    fetched_at_days: Sequence[float],
+    *,
+    same_instant_days: float = 120.0 / 86400.0,
+    clock_skew_days: float = 60.0 / 86400.0,
+) -> bool:
+    """Whether a URL's Last-Modified headers can be trusted as modification times.
+
+    Rejects dynamic pages that stamp the response time (Last-Modified within
+    `same_instant_days` of the fetch on every fetch), headers in the future beyond the allowed
+    clock skew, and values that go backwards between fetches (load-balanced servers
+    disagreeing). Both sequences are in the same absolute time, in fetch order.
+    """
+    if len(last_modified_days) != len(fetched_at_days):
+        raise ValueError("one Last-Modified value per fetch is needed")
+    if not last_modified_days:
+        return False
+    modified = np.asarray(last_modified_days, dtype=np.float64)
+    fetched = np.asarray(fetched_at_days, dtype=np.float64)
+    if not (np.all(np.isfinite(modified)) and np.all(np.isfinite(fetched))):
+        return False
+    lag_days = fetched - modified
+    if np.any(lag_days < -clock_skew_days):
+        return False
+    if np.all(lag_days <= same_instant_days):
+        return False
+    return not np.any(np.diff(modified) < 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Posterior mean under a Gamma prior with the exact likelihood
+
+_COARSE_LOG_OFFSETS = np.linspace(-26.0, 26.0, 27)
+_FINE_POINTS = 48
+_LOG_MASS_CUTOFF = 40.0  # grid points below max - 40 nats carry < e^-40 of the mass
+
+
+def _log_posterior_kernel(
+    log_rates: FloatArray, changed_intervals: FloatArray, shape: float, exposure_days: float
+) -> FloatArray:
+    """log of lam * prior(lam) * likelihood(lam) up to a constant, on a log-lam grid.
+
+    The extra lam is the Jacobian of integrating in u = log lam.
+    """
+    rates = np.exp(log_rates)
+    # 1 - e^{-x} rather than -expm1(-x): a third faster (exp is vectorised), and its relative
+    # error 1e-16/x only matters where lam*t < 1e-10, far outside any posterior mass.
+    with np.errstate(divide="ignore", under="ignore"):
+        log_detect = np.log(1.0 - np.exp(-np.multiply.outer(rates, changed_intervals)))
+    result: FloatArray = shape * log_rates - exposure_days * rates + log_detect.sum(axis=1)
+    return result
+
+
+def posterior_rate(history: ChangeHistory, prior: GammaPrior) -> float:
+    """Posterior mean of lam (per day) under `prior` updated by the exact Poisson likelihood.
+
+    Without changed intervals the Gamma prior is conjugate: shape / (rate + unchanged_days).
+    Otherwise a two-pass 1-D quadrature in log lam: a coarse pass locates the mass, a fine
+    trapezoid over it integrates (smooth integrand, so the trapezoid converges fast).
+    Always finite and positive.
+    """
+    exposure_days = prior.rate + history.unchanged_days
+    if not history.changed_intervals_days:
+        return prior.shape / exposure_days
+    intervals = np.asarray(history.changed_intervals_days, dtype=np.float64)
+    # A crude centre: within a few decades of the posterior mass, which is all the coarse
+    # pass (+-25 in log lam) needs.
+    centre = (prior.shape + intervals.size) / (exposure_days + float(intervals.sum()))
+    coarse = math.log(centre) + _COARSE_LOG_OFFSETS
+    coarse_kernel = _log_posterior_kernel(coarse, intervals, prior.shape, exposure_days)
+    significant = np.flatnonzero(coarse_kernel >= coarse_kernel.max() - _LOG_MASS_CUTOFF)
+    low = coarse[max(int(significant[0]) - 1, 0)]
+    high = coarse[min(int(significant[-1]) + 1, coarse.size - 1)]
+    fine = np.linspace(low, high, _FINE_POINTS)
+    fine_kernel = _log_posterior_kernel(fine, intervals, prior.shape, exposure_days)
+    weights = np.exp(fine_kernel - fine_kernel.max())
+    return float(np.dot(weights, np.exp(fine)) / weights.sum())
+
+
+# ---------------------------------------------------------------------------------------------
+# Empirical Bayes: fit the Gamma prior to a population of histories
+
+_FIT_LOG_RATES = np.linspace(math.log(1e-7), math.log(1e5), 320)
+_FIT_STEP = float(_FIT_LOG_RATES[1] - _FIT_LOG_RATES[0])
+_SHAPE_BOUNDS = (0.02, 50.0)
+_RATE_BOUNDS_DAYS = (1e-4, 1e7)
+_CHUNK_CELLS = 4_000_000  # cap on the histories x intervals x grid block built at once
+
+
+def _changed_log_likelihoods(histories: Sequence[ChangeHistory]) -> FloatArray:
+    """Matrix [history, grid point] of log likelihood(lam) for histories with changes."""
+    rates = np.exp(_FIT_LOG_RATES)
+    out = np.empty((len(histories), rates.size))
+    width = max(h.changes for h in histories)
+    per_chunk = max(1, _CHUNK_CELLS // (width * rates.size))
+    for start in range(0, len(histories), per_chunk):
+        block = histories[start : start + per_chunk]
+        # Pad with +inf: 1 - e^{-inf} = 1 contributes log 1 = 0.
+        padded = np.full((len(block), width), np.inf)
+        for row, history in enumerate(block):
+            padded[row, : history.changes] = history.changed_intervals_days
+        unchanged = np.array([h.unchanged_days for h in block])
+        with np.errstate(divide="ignore", under="ignore"):
+            detect = np.log(-np.expm1(-padded[:, :, None] * rates[None, None, :]))
+        out[start : start + len(block)] = detect.sum(axis=1) - np.multiply.outer(unchanged, rates)
+    return out
+
+
+def _initial_log_params(histories: Sequence[ChangeHistory]) -> tuple[float, float]:
+    """Method-of-moments start from smoothed naive rates."""
+    crude = np.array([(h.changes + 0.5) / (h.observed_days + 1.0) for h in histories])
+    mean = float(crude.mean())
+    variance = float(crude.var()) or mean * mean
+    shape = min(max(mean * mean / variance, 0.1), 10.0)
+    return math.log(shape), math.log(shape / mean)
+
+
+def fit_gamma_prior(
+    histories: Sequence[ChangeHistory],
+    min_histories: int = 20,
+    *,
+    min_changes: int = 5,
+    max_histories: int = 20_000,
+) -> GammaPrior | None:
+    """Empirical-Bayes Gamma prior: maximise the population's marginal likelihood.
+
+    Each URL's marginal likelihood integral of L(lam) Gamma(lam; shape, rate) dlam is exact
+    (beta / (beta + U))^alpha for URLs that never changed and a quadrature on a fixed log-lam
+    grid otherwise; L-BFGS-B on (log shape, log rate) with the analytic gradient. Returns None
+    with fewer than `min_histories` URLs or fewer than `min_changes` changes in all: the
+    marginal likelihood of an all-static population grows without bound as the mean goes
+    to 0, which would stop the crawler revisiting. Shape is clamped to [0.02, 50]. Large
+    populations are thinned to `max_histories` by an even stride.
+    """
+    if len(histories) < min_histories:
+        return None
+    if len(histories) > max_histories:
+        stride = len(histories) / max_histories
+        histories = [histories[int(i * stride)] for i in range(max_histories)]
+    if sum(h.changes for h in histories) < min_changes:
+        return None
+    static_days = np.array([h.unchanged_days for h in histories if h.changes == 0])
+    with_changes = [h for h in histories if h.changes > 0]
+    log_likelihood = _changed_log_likelihoods(with_changes)
+    rates = np.exp(_FIT_LOG_RATES)
+
+    def negative_log_marginal(log_params: FloatArray) -> tuple[float, FloatArray]:
+        shape, rate = math.exp(log_params[0]), math.exp(log_params[1])
+        # log Gamma density in u = log lam (with the lam Jacobian) and its derivatives.
+        log_prior = (
+            shape * math.log(rate) - special.gammaln(shape) + shape * _FIT_LOG_RATES - rate * rates
+        )
+        d_shape_prior = math.log(rate) - special.digamma(shape) + _FIT_LOG_RATES
+        d_rate_prior = shape / rate - rates
+        joint = log_likelihood + log_prior[None, :]
+        peak = joint.max(axis=1, keepdims=True)
+        weights = np.exp(joint - peak)
+        totals = weights.sum(axis=1)
+        total = float(np.sum(peak[:, 0] + np.log(totals))) + len(with_changes) * math.log(_FIT_STEP)
+        d_shape = float(np.sum(weights @ d_shape_prior / totals))
+        d_rate = float(np.sum(weights @ d_rate_prior / totals))
+        if static_days.size:
+            # Closed form for never-changed URLs: (rate / (rate + U))^shape.
+            log_ratio = np.log(rate / (rate + static_days))
+            total += shape * float(log_ratio.sum())
+            d_shape += float(log_ratio.sum())
+            d_rate += shape * float(np.sum(1.0 / rate - 1.0 / (rate + static_days)))
+        gradient = np.array([-d_shape * shape, -d_rate * rate])
+        return -total, gradient
+
+    start = np.array(_initial_log_params(histories))
+    bounds = [
+        (math.log(_SHAPE_BOUNDS[0]), math.log(_SHAPE_BOUNDS[1])),
+        (math.log(_RATE_BOUNDS_DAYS[0]), math.log(_RATE_BOUNDS_DAYS[1])),
+    ]
+    result = optimize.minimize(
+        negative_log_marginal, start, jac=True, method="L-BFGS-B", bounds=bounds
+    )
+    shape, rate = (math.exp(float(v)) for v in result.x)
+    if not (math.isfinite(shape) and math.isfinite(rate)):
+        return None
+    return GammaPrior(shape=shape, rate=rate)
+
+
+def fit_priors_by_host(
+    histories_by_host: Mapping[str, Sequence[ChangeHistory]], min_urls_per_host: int = 50
+) -> tuple[GammaPrior, dict[str, GammaPrior]]:
+    """A global prior (DEFAULT_PRIOR when the population is too small) and one per host.
+
+    Only hosts with at least `min_urls_per_host` URLs and enough changes get their own prior;
+    the rest use the global one.
+    """
+    everyone = [h for histories in histories_by_host.values() for h in histories]
+    global_prior = fit_gamma_prior(everyone) or DEFAULT_PRIOR
+    per_host: dict[str, GammaPrior] = {}
+    for host, histories in histories_by_host.items():
+        if len(histories) < min_urls_per_host:
+            continue
+        host_prior = fit_gamma_prior(histories, min_histories=min_urls_per_host)
+        if host_prior is not None:
+            per_host[host] = host_prior
+    return global_prior, per_host
