@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from crawler.core import fingerprint
 from crawler.core.estimate import ChangeHistory
 from crawler.core.model import Observation, Schedule, UrlRecord
 from crawler.db.queries import QUERIES
@@ -36,15 +37,11 @@ def to_seconds(value: dt.datetime | None) -> float | None:
 
 def to_signed64(value: int | None) -> int | None:
     """PostgreSQL's BIGINT is signed; fingerprints are unsigned 64-bit."""
-    if value is None:
-        return None
-    return value - (1 << 64) if value >= (1 << 63) else value
+    return None if value is None else fingerprint.to_signed64(value)
 
 
 def to_unsigned64(value: int | None) -> int | None:
-    if value is None:
-        return None
-    return value + (1 << 64) if value < 0 else value
+    return None if value is None else fingerprint.from_signed64(value)
 
 
 def origin_of(url: str) -> str:

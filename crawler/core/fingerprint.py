@@ -1,0 +1,184 @@
+"""Page fingerprints: a 64-bit Charikar simhash of text features, plus an exact content hash.
+
+A page **changed** when the simhash of its new version is at Hamming distance >= k (k = 6) from
+the stored one (Grimes & O'Brien 2008; MODEL.md section 1). Bytes that changed while the simhash
+moved by fewer than k bits are a *cosmetic* change (a timestamp, a counter): recorded, not counted.
+
+`simhash64` gives exactly `simhash.Simhash(features, f=64, hashfunc=h).value` (simhash 2.1.2) for
+non-negative weights, but votes all features at once with numpy instead of one Python iteration
+per feature.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+HashFunc = Callable[[bytes], bytes | int]
+"""Feature hash: UTF-8 bytes -> digest (the last 8 bytes are used) or int (masked to 64 bits)."""
+
+FINGERPRINT_BITS: Final = 64
+CHANGE_THRESHOLD_BITS: Final = 6  # Grimes & O'Brien 2008: "6 or more bits different"
+
+_MASK64: Final = (1 << 64) - 1
+_SIGN_BIT: Final = 1 << 63
+# MurmurHash3 fmix64 finaliser constants (Appleby, MurmurHash3.cpp).
+_FMIX_C1: Final = 0xFF51AFD7ED558CCD
+_FMIX_C2: Final = 0xC4CEB9FE1A85EC53
+
+
+def crc32_fmix64(data: bytes) -> bytes:
+    """Default feature hash: 8 big-endian bytes of MurmurHash3's fmix64 applied to crc32(data).
+
+    Why not md5/blake2b: in CPython each hashlib call costs ~0.5 µs (object creation), which
+    dominated the per-page cost; zlib.crc32 costs ~45 ns, and `simhash64` runs the mixing for
+    all features at once in numpy. fmix64 is a bijection with full avalanche, so it spreads the
+    checksum over all 64 bits independently enough for Charikar's per-bit vote; two tokens of
+    one page share a crc32 with probability ~n²/2**33 (1e-4 for 1,000 tokens), which only merges
+    their votes. Stable across processes, versions and platforms (crc32 is standardised), unlike
+    Python's salted `hash()`. Never change it: stored fingerprints depend on it.
+    """
+    key = zlib.crc32(data)
+    key ^= key >> 33
+    key = (key * _FMIX_C1) & _MASK64
+    key ^= key >> 33
+    key = (key * _FMIX_C2) & _MASK64
+    key ^= key >> 33
+    return key.to_bytes(8, "big")
+
+
+DEFAULT_HASH: Final[HashFunc] = crc32_fmix64
+
+
+def md5_hash(data: bytes) -> bytes:
+    """The `simhash` package's default feature hash (its `_hashfunc`)."""
+    return hashlib.md5(data).digest()
+
+
+def _fmix64_array(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Vectorised fmix64 (MurmurHash3); uint64 array arithmetic wraps modulo 2**64."""
+    keys = keys ^ (keys >> np.uint64(33))
+    keys = keys * np.uint64(_FMIX_C1)
+    keys = keys ^ (keys >> np.uint64(33))
+    keys = keys * np.uint64(_FMIX_C2)
+    return keys ^ (keys >> np.uint64(33))
+
+
+def _digest_bytes(encoded: list[bytes], hashfunc: HashFunc) -> npt.NDArray[np.uint8]:
+    """The (n, 8) uint8 matrix of each feature's last 8 digest bytes, big-endian as in `simhash`."""
+    count = len(encoded)
+    if hashfunc is crc32_fmix64:
+        mixed = _fmix64_array(np.fromiter(map(zlib.crc32, encoded), dtype=np.uint64, count=count))
+        return mixed.astype(">u8").view(np.uint8).reshape(count, 8)
+    digests = list(map(hashfunc, encoded))
+    if isinstance(digests[0], int):
+        # simhash.Simhash masks integer digests to f bits and writes them big-endian.
+        masked = [int(digest) & _MASK64 for digest in digests]
+        as_u64 = np.fromiter(masked, dtype=np.uint64, count=count)
+        return as_u64.astype(">u8").view(np.uint8).reshape(count, 8)
+    lengths = set(map(len, digests))  # type: ignore[arg-type]
+    if min(lengths) < 8:
+        raise ValueError("hashfunc must return at least 8 bytes")
+    if len(lengths) == 1:
+        (length,) = lengths
+        joined = b"".join(digests)  # type: ignore[arg-type]
+        return np.frombuffer(joined, dtype=np.uint8).reshape(count, length)[:, length - 8 :]
+    tails = b"".join(digest[-8:] for digest in digests)  # type: ignore[index]
+    return np.frombuffer(tails, dtype=np.uint8).reshape(count, 8)
+
+
+def _keys_and_weights(
+    features: Mapping[str, float] | Iterable[str] | Iterable[tuple[str, float]],
+) -> tuple[list[str], npt.NDArray[np.float64] | None]:
+    """Split features into keys and float64 weights (None: every weight is 1).
+
+    float64 holds integer weights exactly up to 2**53, so integer totals compare exactly.
+    """
+    if isinstance(features, Mapping):
+        keys = list(features.keys())
+        weights = np.fromiter(features.values(), dtype=np.float64, count=len(keys))
+    else:
+        items = list(features)
+        if all(isinstance(item, str) for item in items):
+            return items, None  # type: ignore[return-value]
+        keys = []
+        weight_list: list[float] = []
+        for item in items:
+            if isinstance(item, str):
+                keys.append(item)
+                weight_list.append(1.0)
+            else:
+                keys.append(item[0])
+                weight_list.append(float(item[1]))
+        weights = np.array(weight_list, dtype=np.float64)
+    if weights.size and float(weights.min()) < 0:
+        raise ValueError("feature weights must be non-negative")
+    return keys, weights
+
+
+def simhash64(
+    features: Mapping[str, float] | Iterable[str] | Iterable[tuple[str, float]],
+    hashfunc: HashFunc = DEFAULT_HASH,
+) -> int:
+    """Charikar's simhash of weighted features, as an unsigned 64-bit int.
+
+    Each feature's 64-bit hash votes its weight for every bit it has set; bit b of the result is
+    1 when its votes exceed half the total weight, i.e. when the +w/-w vote sum is positive
+    (Charikar 2002; MODEL.md section 1). Identical to `simhash.Simhash(features, f=64,
+    hashfunc=hashfunc).value` for non-negative weights; that package also overflows on integer
+    weights > 255 under numpy 2, which this function handles. Bare strings weigh 1.
+    An empty feature set gives 0.
+    """
+    keys, weights = _keys_and_weights(features)
+    if not keys:
+        return 0
+    digest_bytes = _digest_bytes(list(map(str.encode, keys)), hashfunc)
+    bits = np.unpackbits(digest_bytes, axis=1)  # (n, 64), bit 0 = most significant
+    if weights is None:
+        votes = bits.sum(axis=0, dtype=np.float64)
+        total_weight = float(len(keys))
+    else:
+        votes = weights @ bits.astype(np.float64)  # one BLAS matrix-vector product
+        total_weight = float(weights.sum())
+    is_set = votes * 2.0 > total_weight  # simhash package: combined_sums > count / 2
+    return int.from_bytes(np.packbits(is_set).tobytes(), "big")
+
+
+def hamming_distance(a: int, b: int) -> int:
+    """Number of differing bits between two 64-bit fingerprints (signed or unsigned form)."""
+    return ((a ^ b) & _MASK64).bit_count()
+
+
+def is_changed(
+    previous: int | None, current: int, threshold_bits: int = CHANGE_THRESHOLD_BITS
+) -> tuple[bool, int | None]:
+    """(changed, distance): changed when distance >= threshold_bits (MODEL.md section 1).
+
+    A first observation (`previous` None) has no distance and counts as not changed: there is no
+    earlier version to differ from.
+    """
+    if previous is None:
+        return False, None
+    distance = hamming_distance(previous, current)
+    return distance >= threshold_bits, distance
+
+
+def content_hash(body: bytes) -> bytes:
+    """Exact 16-byte hash of the body, to tell cosmetic changes from identical fetches."""
+    return hashlib.blake2b(body, digest_size=16).digest()
+
+
+def to_signed64(value: int) -> int:
+    """Unsigned 64-bit fingerprint -> the signed value a PostgreSQL BIGINT can store."""
+    value &= _MASK64
+    return value - (1 << 64) if value & _SIGN_BIT else value
+
+
+def from_signed64(value: int) -> int:
+    """Signed BIGINT from the database -> the unsigned 64-bit fingerprint."""
+    return value & _MASK64

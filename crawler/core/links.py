@@ -1,0 +1,201 @@
+"""Out-links of a page and the URL normal form that makes one page one frontier row.
+
+Pure: HTML (or an already parsed tree) in, normalised absolute URLs out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+from typing import Final, NamedTuple
+from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
+
+from selectolax.lexbor import LexborHTMLParser
+from w3lib.url import canonicalize_url
+
+MAX_URL_LENGTH: Final = 2083  # the historical Internet Explorer limit, the de facto maximum
+DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+SESSION_ID_PARAMS: Final = frozenset({"jsessionid", "phpsessid", "sid", "sessionid"})
+_SESSION_ID_PREFIX: Final = "aspsessionid"  # IIS appends random letters: ASPSESSIONIDQQGGGNCU
+# ;jsessionid=... style path parameters (servlet containers rewrite URLs this way).
+_PATH_SESSION_ID: Final = re.compile(
+    r";(?:jsessionid|phpsessid|sessionid|sid|aspsessionid[a-z]*)=[^/;?#]*", re.IGNORECASE
+)
+_HREF_JUNK: Final = str.maketrans("", "", "\t\n\r")  # browsers drop these inside URLs
+_LINK_TAGS: Final = frozenset({"a", "area", "link"})
+# Elements examined per link kept, so a page of junk links (javascript:, duplicates) still
+# ends the scan early.
+_CANDIDATES_PER_LINK: Final = 10
+
+
+class Link(NamedTuple):
+    """An out-link: normalised absolute URL, and whether the page asked not to follow it.
+
+    A NamedTuple rather than a frozen dataclass: pages carry hundreds, and it builds 4x faster.
+    """
+
+    url: str
+    nofollow: bool = False
+
+
+def _is_session_param(pair: str) -> bool:
+    name = pair.split("=", 1)[0].lower()
+    return name in SESSION_ID_PARAMS or name.startswith(_SESSION_ID_PREFIX)
+
+
+def _without_default_port(parts: SplitResult) -> str:
+    """host[:port], with the scheme's default port and any user:password@ removed."""
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    port = parts.port  # raises ValueError on a malformed or out-of-range port
+    if port is None or port == DEFAULT_PORTS.get(parts.scheme):
+        return host
+    return f"{host}:{port}"
+
+
+@lru_cache(maxsize=65_536)
+def normalize_url(url: str) -> str | None:
+    """The canonical form of an http(s) URL, or None when it is not one or is too long.
+
+    Lower-case scheme and host, IDNA host, no default port, no credentials, normalised
+    percent-encoding, no dot segments, "/" for an empty path, sorted query, no fragment (w3lib's
+    `canonicalize_url`), then session-id query and ;path parameters removed. Idempotent.
+    """
+    url = url.strip()
+    if len(url) > MAX_URL_LENGTH:
+        return None
+    try:
+        first = urlsplit(url)
+        if first.scheme.lower() not in DEFAULT_PORTS or not first.hostname:
+            return None
+        parts = urlsplit(canonicalize_url(url))
+        netloc = _without_default_port(parts)
+    except ValueError:  # also UnicodeError: bad IDNA label, bad port, bad IPv6 literal
+        return None
+    if not netloc or parts.hostname is None:
+        return None
+    path = _PATH_SESSION_ID.sub("", parts.path) or "/"
+    query = "&".join(
+        pair for pair in parts.query.split("&") if pair and not _is_session_param(pair)
+    )
+    normalized = urlunsplit((parts.scheme, netloc, path, query, ""))
+    return normalized if len(normalized) <= MAX_URL_LENGTH else None
+
+
+def site_of(url: str) -> str:
+    """scheme://host[:port] of a URL (lower case, default port dropped): the politeness key."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    try:
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        port = None
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None and port != DEFAULT_PORTS.get(scheme):
+        return f"{scheme}://{host}:{port}"
+    return f"{scheme}://{host}"
+
+
+def is_trap(
+    url: str,
+    max_depth_segments: int = 12,
+    max_repeated_segment: int = 3,
+    max_length: int = MAX_URL_LENGTH,
+) -> bool:
+    """Whether a URL looks like a crawler trap: too long, too deep, or a path segment repeated.
+
+    Calendars and relative-link loops produce /a/b/a/b/a/b/... and ever deeper paths; a site
+    rarely has real content more than a dozen directories down.
+    """
+    if len(url) > max_length:
+        return True
+    segments = [segment for segment in urlsplit(url).path.split("/") if segment]
+    if len(segments) > max_depth_segments:
+        return True
+    return bool(segments) and max(Counter(segments).values()) > max_repeated_segment
+
+
+@lru_cache(maxsize=65_536)
+def _resolve(base_url: str, href: str) -> str | None:
+    """Normalised absolute URL of a raw href attribute, None when it is not a link to follow.
+
+    Cached because a site repeats its navigation links on every page.
+    """
+    href = href.strip().translate(_HREF_JUNK)
+    if not href or href.startswith("#"):
+        return None  # a jump within this page
+    try:
+        return normalize_url(urljoin(base_url, href))
+    except ValueError:  # e.g. a malformed IPv6 literal
+        return None
+
+
+def _base_url(tree: LexborHTMLParser, page_url: str) -> str:
+    """The document's base URL: the first <base href>, resolved against the page URL."""
+    base = tree.css_first("base[href]")
+    if base is None:
+        return page_url
+    href = (base.attributes.get("href") or "").strip().translate(_HREF_JUNK)
+    try:
+        return urljoin(page_url, href) if href else page_url
+    except ValueError:
+        return page_url
+
+
+def extract_links(
+    html_or_parser: str | LexborHTMLParser,
+    page_url: str,
+    *,
+    max_links: int = 1000,
+    follow_nofollow: bool = False,
+) -> list[Link]:
+    """Distinct normalised http(s) out-links in document order, at most `max_links` of them.
+
+    Reads a[href], area[href] and link[rel~=alternate][href], resolved against <base href>.
+    Skips fragment-only, javascript:, mailto:, tel:, data: and other non-http(s) targets, and
+    rel=nofollow links unless `follow_nofollow` (then they are kept, flagged). The scan walks
+    the tree in order and stops at `max_links` kept links (or 10x that many candidates), so a
+    page with 100,000 links costs little more than its parse.
+    """
+    if max_links <= 0:
+        return []
+    tree = (
+        html_or_parser
+        if isinstance(html_or_parser, LexborHTMLParser)
+        else LexborHTMLParser(html_or_parser)
+    )
+    root = tree.root
+    if root is None:
+        return []
+    base_url = _base_url(tree, page_url)
+    links: list[Link] = []
+    seen: set[str] = set()
+    candidates_left = max_links * _CANDIDATES_PER_LINK
+    for node in root.traverse():
+        if node.tag not in _LINK_TAGS:
+            continue
+        attributes = node.attributes
+        href = attributes.get("href")
+        if not href:
+            continue
+        candidates_left -= 1
+        if candidates_left < 0:
+            break
+        rel_tokens = (attributes.get("rel") or "").lower().split()
+        if node.tag == "link" and ("alternate" not in rel_tokens or "stylesheet" in rel_tokens):
+            continue
+        nofollow = "nofollow" in rel_tokens
+        if nofollow and not follow_nofollow:
+            continue
+        url = _resolve(base_url, href)
+        if url is None or url in seen:
+            continue
+        seen.add(url)
+        links.append(Link(url=url, nofollow=nofollow))
+        if len(links) >= max_links:
+            break
+    return links
