@@ -85,6 +85,13 @@ class Settings(BaseSettings):
     max_interval: float = Field(
         30 * 86400.0, gt=0, description="Longest revisit interval, seconds."
     )
+    schedule: Literal["optimal", "uniform"] = Field(
+        "optimal",
+        description="Revisit policy: the Lagrange optimum for the budget, or one fixed interval.",
+    )
+    planner_interval: float = Field(
+        300.0, gt=0, description="How often the planner re-solves μ and the prior, seconds."
+    )
     budget_per_day: float | None = Field(
         None, gt=0, description="Fetches per day the planner spends. Unset: from politeness."
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from crawler.core.estimate import ChangeHistory
+from crawler.core.periodic import PeriodicModel
 
 SECONDS_PER_DAY = 86400.0
 
@@ -46,6 +47,9 @@ class UrlRecord:
     consecutive_failures: int = 0
     history: ChangeHistory = field(default_factory=ChangeHistory)
     change_rate_per_day: float | None = None
+    # (start, end] of the newest intervals that saw a change, in POSIX days, flattened.
+    change_brackets_days: tuple[float, ...] = ()
+    periodic: PeriodicModel | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,11 @@ from crawler.core.model import (
     Observation,
     UrlRecord,
 )
+from crawler.core.periodic import PeriodicModel, detect_period_from_intervals
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+MAX_CHANGE_BRACKETS = 64
+MIN_CHANGES_FOR_PERIOD = 8
 
 
 def is_html(content_type: str | None, body: bytes) -> bool:
@@ -98,10 +101,19 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
             consecutive_failures=record.consecutive_failures + 1,
         )
     history = record.history
+    brackets = record.change_brackets_days
+    periodic = record.periodic
     if obs.changed is not None and record.last_fetched_at is not None:
         interval_days = (obs.fetched_at - record.last_fetched_at) / SECONDS_PER_DAY
         if interval_days > 0:
             history = history.observe(interval_days, obs.changed)
+            if obs.changed:
+                brackets = (
+                    *brackets,
+                    record.last_fetched_at / SECONDS_PER_DAY,
+                    obs.fetched_at / SECONDS_PER_DAY,
+                )[-2 * MAX_CHANGE_BRACKETS :]
+                periodic = detect_update_clock(brackets)
     return replace(
         record,
         state="active",
@@ -117,4 +129,15 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
         change_count=record.change_count + (1 if obs.changed else 0),
         consecutive_failures=0,
         history=history,
+        change_brackets_days=brackets,
+        periodic=periodic,
     )
+
+
+def detect_update_clock(brackets_days: tuple[float, ...]) -> PeriodicModel | None:
+    """A regular update period (1 h, 1 d, 1 w) from the change brackets, when the evidence
+    is strong enough (crawler.core.periodic's test); None for a Poisson-looking page."""
+    pairs = list(zip(brackets_days[::2], brackets_days[1::2], strict=True))
+    if len(pairs) < MIN_CHANGES_FOR_PERIOD:
+        return None
+    return detect_period_from_intervals(pairs, min_events=MIN_CHANGES_FOR_PERIOD)

@@ -19,11 +19,13 @@ import asyncpg
 
 from crawler.core.schedule import SchedulePolicy
 from crawler.daemon.http import make_app, start_server
+from crawler.daemon.planner import PlannerInputs, run_planner
 from crawler.daemon.worker import Worker, WorkerConfig
 from crawler.db import frontier, migrate
 from crawler.db.connect import create_pool, describe
 from crawler.db.queries import QUERIES
 from crawler.fetch import FetchLimits, new_session
+from crawler.net.ssrf import AddressPolicy
 from crawler.metrics import Metrics
 from crawler.settings import Settings
 
@@ -52,9 +54,12 @@ def worker_config(settings: Settings, owner: str) -> WorkerConfig:
             max_body_bytes=settings.max_body_bytes,
         ),
         schedule=SchedulePolicy(
+            mode=settings.schedule,
             default_interval_seconds=settings.default_interval,
             min_interval_seconds=settings.min_interval,
             max_interval_seconds=settings.max_interval,
+            objective=settings.objective,
+            beta_seconds=settings.beta_seconds,
         ),
     )
 
@@ -87,7 +92,11 @@ async def run_daemon(
     metrics = metrics or Metrics()
     owner = owner_id()
     pool = await create_pool(url, min_size=1, max_size=settings.db_pool_size)
-    session = new_session(settings.user_agent, worker_config(settings, owner).limits)
+    session = new_session(
+        settings.user_agent,
+        worker_config(settings, owner).limits,
+        address_policy=AddressPolicy(settings.allow_networks),
+    )
     worker = Worker(worker_config(settings, owner), pool, session, metrics)
     loop_task: asyncio.Task[None] | None = None
 
@@ -120,6 +129,21 @@ async def run_daemon(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
     sampler = asyncio.create_task(sample_frontier(pool, metrics))
+    side_tasks = [sampler]
+    if settings.schedule == "optimal":
+
+        def set_policy(policy: SchedulePolicy) -> None:
+            worker.config.schedule = policy
+
+        side_tasks.append(asyncio.create_task(run_planner(
+            pool,
+            lambda: worker.config.schedule,
+            set_policy,
+            PlannerInputs(settings.budget_per_day, settings.concurrency,
+                          settings.politeness_delay),
+            metrics,
+            settings.planner_interval,
+        )))
     loop_task = asyncio.create_task(worker.run())
     started = time.monotonic()
     try:
@@ -138,7 +162,8 @@ async def run_daemon(
             await _drain(in_flight, hurry_task, settings.shutdown_grace)
             hurry_task.cancel()
         released = await frontier.release_owner(pool, owner)
-        sampler.cancel()
+        for side_task in side_tasks:
+            side_task.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await session.close()

@@ -73,11 +73,12 @@ class Worker:
             free = cfg.concurrency - len(self.host_tasks)
             claims: list[HostClaim] = []
             if free > 0:
+                batch = min(free, cfg.claim_batch_hosts)
                 claims = await self._with_db_retry(
                     lambda: frontier.claim(
                         self.pool,
                         cfg.owner,
-                        max_hosts=min(free, cfg.claim_batch_hosts),
+                        max_hosts=batch,  # noqa: B023 - awaited before the loop moves on
                         urls_per_host=cfg.claim_urls_per_host,
                         lease_seconds=cfg.lease_seconds,
                     )

@@ -15,6 +15,7 @@ import asyncpg
 from crawler.core import fingerprint
 from crawler.core.estimate import ChangeHistory
 from crawler.core.model import Observation, Schedule, UrlRecord
+from crawler.core.periodic import PeriodicModel
 from crawler.db.queries import QUERIES
 
 UTC = dt.UTC
@@ -118,6 +119,12 @@ def record_from_row(row: asyncpg.Record) -> UrlRecord:
             fetches=row["intervals_observed"],
         ),
         change_rate_per_day=row["change_rate_per_day"],
+        change_brackets_days=tuple(row["change_brackets_days"] or ()),
+        periodic=None
+        if row["update_period_days"] is None
+        else PeriodicModel(
+            row["update_period_days"], row["update_phase_days"], row["update_jitter_days"], 0.0
+        ),
     )
 
 
@@ -192,6 +199,10 @@ def record_args(
         host_consecutive_failures,
         to_datetime(host_backoff_until),
         to_datetime(record.last_fetched_at),
+        list(record.change_brackets_days),
+        record.periodic.period_days if record.periodic else None,
+        record.periodic.phase_days if record.periodic else None,
+        record.periodic.jitter_days if record.periodic else None,
     ]
 
 
@@ -210,7 +221,9 @@ async def release_owner(conn: asyncpg.Connection | asyncpg.Pool, owner: str) -> 
     return int(released or 0)
 
 
-async def refresh_host_due(conn: asyncpg.Connection | asyncpg.Pool, host_ids: Iterable[int]) -> None:
+async def refresh_host_due(
+    conn: asyncpg.Connection | asyncpg.Pool, host_ids: Iterable[int]
+) -> None:
     await conn.execute(QUERIES["refresh_host_due"], list(host_ids))
 
 

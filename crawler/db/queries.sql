@@ -73,7 +73,9 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.id AS url_id, lu.url, lu.state, lu.importance, lu.next_fetch_at, lu.last_fetched_at,
        lu.last_status, lu.last_simhash, lu.last_content_hash, lu.etag, lu.last_modified,
        lu.fetch_count, lu.change_count, lu.consecutive_failures, lu.changed_intervals_days,
-       lu.unchanged_days, lu.intervals_observed, lu.change_rate_per_day
+       lu.unchanged_days, lu.intervals_observed, lu.change_rate_per_day,
+       lu.change_brackets_days, lu.update_period_days, lu.update_phase_days,
+       lu.update_jitter_days
 FROM leased_hosts AS lh
 LEFT JOIN leased_urls AS lu ON lu.host_id = lh.id
 ORDER BY lh.id, lu.next_fetch_at;
@@ -112,7 +114,11 @@ url AS (
         intervals_observed = $26,
         change_rate_per_day = $27,
         fetch_rate_per_day = $28,
-        redirect_to = $29
+        redirect_to = $29,
+        change_brackets_days = $34,
+        update_period_days = $35,
+        update_phase_days = $36,
+        update_jitter_days = $37
     WHERE id = $1
     RETURNING host_id
 )
@@ -197,3 +203,42 @@ FROM observations
 WHERE url_id = $1
 ORDER BY fetched_at DESC
 LIMIT $2;
+
+-- name: planner_population
+-- The planner's periodic batch read (not the hot path): every live URL with its estimate.
+SELECT u.id, u.host_id, u.importance, u.change_rate_per_day, u.fetch_rate_per_day,
+       u.last_fetched_at, u.next_fetch_at, h.crawl_delay_seconds
+FROM urls AS u
+JOIN hosts AS h ON h.id = u.host_id
+WHERE u.state IN ('new', 'active', 'error')
+ORDER BY u.id;
+
+-- name: planner_histories
+-- A bounded set of URLs with observed intervals, to fit the empirical-Bayes prior.
+SELECT host_id, changed_intervals_days, unchanged_days, intervals_observed
+FROM urls
+WHERE intervals_observed > 0
+LIMIT $1;
+
+-- name: reschedule_urls
+-- Apply new fetch rates in place; leased URLs are left to their fetcher.
+UPDATE urls AS u
+SET next_fetch_at = t.due, fetch_rate_per_day = t.rate
+FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[]) AS t(id, due, rate)
+WHERE u.id = t.id AND u.lease_owner IS NULL
+RETURNING u.host_id;
+
+-- name: store_planner_state
+INSERT INTO planner_state (key, value, updated_at)
+SELECT key, value, now() FROM unnest($1::text[], $2::float8[]) AS t(key, value)
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now();
+
+-- name: load_planner_state
+SELECT key, value, updated_at FROM planner_state;
+
+-- name: planner_lock
+-- Only one daemon at a time solves μ; the others read what it stored.
+SELECT pg_try_advisory_xact_lock(7271843002);
+
+-- name: fetches_since
+SELECT count(*) FROM observations WHERE fetched_at > now() - make_interval(secs => $1);

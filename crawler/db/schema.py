@@ -111,6 +111,10 @@ urls = Table(
         nullable=False,
         server_default=text("'{}'"),
     ),
+    # A detected regular update clock (crawler.core.periodic.PeriodicModel), if any.
+    Column("update_period_days", Float, nullable=True),
+    Column("update_phase_days", Float, nullable=True),
+    Column("update_jitter_days", Float, nullable=True),
     Column("redirect_to", Text, nullable=True),
     # Page-window discovery (MODEL.md section 7): the URL's site, BFS depth, discovery order
     # and window membership with the times it entered and left.

@@ -89,6 +89,9 @@ def upgrade() -> None:
             "change_brackets_days", postgresql.ARRAY(postgresql.DOUBLE_PRECISION()),
             nullable=False, server_default=sa.text("'{}'"),
         ),
+        sa.Column("update_period_days", sa.Float(), nullable=True),
+        sa.Column("update_phase_days", sa.Float(), nullable=True),
+        sa.Column("update_jitter_days", sa.Float(), nullable=True),
         sa.Column("redirect_to", sa.Text(), nullable=True),
         sa.Column(
             "site_id", sa.BigInteger(), sa.ForeignKey("sites.id", ondelete="SET NULL"),

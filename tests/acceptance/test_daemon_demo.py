@@ -47,6 +47,7 @@ async def run_daemon_process(db_url: str, seconds: float) -> tuple[int, str]:
     env = {
         **os.environ,
         "CRAWLER_DATABASE_URL": db_url,
+        "CRAWLER_SCHEDULE": "uniform",
         "CRAWLER_DEFAULT_INTERVAL": "0.7",
         "CRAWLER_MIN_INTERVAL": "0.5",
         "CRAWLER_POLITENESS_DELAY": "0.05",

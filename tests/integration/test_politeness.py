@@ -14,6 +14,7 @@ from crawler.core.schedule import SchedulePolicy
 from crawler.daemon.worker import Worker, WorkerConfig
 from crawler.db import frontier
 from crawler.fetch import FetchLimits, new_session
+from crawler.net.ssrf import AddressPolicy
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -76,7 +77,8 @@ async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
     workers = []
     sessions = []
     for n, pool in enumerate(pools):
-        session = new_session("test-crawler", FetchLimits(total_timeout=5.0))
+        session = new_session("test-crawler", FetchLimits(total_timeout=5.0),
+                              address_policy=AddressPolicy(["127.0.0.0/8"]))
         sessions.append(session)
         cfg = WorkerConfig(
             owner=f"daemon-{n}", concurrency=4, claim_batch_hosts=2, claim_urls_per_host=3,
