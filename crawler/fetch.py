@@ -1,8 +1,22 @@
 """The HTTP edge: one request, bounded in time and size, turned into a ``FetchResult``.
 
-Redirects are followed here, hop by hop (at most ``MAX_REDIRECTS``, http and https only), so
-that every hop passes the same checks; a body past ``max_body_bytes`` is cut off there and
-flagged as truncated, never read further.
+Redirects are followed here, hop by hop (at most ``max_redirects``, http and https only, no
+loops), so that every hop passes the same checks. Every limit a hostile server can push
+against is enforced here and reported as a labelled ``error_kind``:
+
+- time: connect (``timeout_connect``), first byte and every later silence
+  (``timeout_first_byte`` before the headers, ``timeout_read`` in the body) and the whole
+  request including redirects (``timeout_total``, which is what cuts a server trickling a
+  byte every few seconds);
+- size: the body on the wire and after decoding are both capped at ``max_body_bytes``; the
+  page is cut there, flagged ``truncated`` and never read further (``too_large``, or
+  ``decompression_bomb`` when the cut came from an implausible compression ratio);
+- protocol: ``bad_status_line``, ``broken_body`` (Content-Length longer than the body, a
+  chunked body cut mid-stream), ``bad_encoding`` / ``unsupported_encoding``;
+- redirects: ``too_many_redirects``, ``redirect_loop``, ``bad_redirect_scheme`` (file:, data:,
+  javascript: ...);
+- addresses: ``ssrf`` (outcome ``blocked``: refused before connecting, see
+  ``crawler.net.ssrf``), ``url_too_long``, ``bad_url``.
 """
 
 from __future__ import annotations
@@ -10,27 +24,64 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import aiohttp
+from aiohttp.abc import AbstractResolver
 
 from crawler.core import model
 from crawler.core.model import FetchResult, UrlRecord
+from crawler.net.decompress import CappedDecoder, DecodeError, UnsupportedEncoding
+from crawler.net.ssrf import (
+    AddressPolicy,
+    PolicyResolver,
+    canonical_ipv4,
+    guarded_socket_factory,
+    is_address_blocked,
+)
+from crawler.robots import ROBOTS_MAX_BYTES, RobotsFetch, robots_outcome
 
 MAX_REDIRECTS = 5
 MAX_URL_LENGTH = 2083
-CHUNK_BYTES = 64 * 1024
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 PERMANENT_REDIRECTS = frozenset({301, 308})
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+# A decoded/wire ratio above this is a bomb, not a big page: HTML compresses 5-20x, while a
+# deflate bomb reaches ~1000x (and brotli or zstd far more).
+BOMB_RATIO = 100.0
+DECODE_SLICE_BYTES = 4096
+# Magic numbers of common non-HTML formats served under an HTML (or no) Content-Type.
+_MAGIC_TYPES = (
+    (b"%PDF-", "application/pdf"),
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"PK\x03\x04", "application/zip"),
+    (b"\x1f\x8b", "application/gzip"),
+)
 
 
 @dataclass(frozen=True, slots=True)
 class FetchLimits:
+    """Per-request limits. ``first_byte_timeout`` also bounds every silence within the body."""
+
     connect_timeout: float = 10.0
     total_timeout: float = 30.0
+    first_byte_timeout: float = 15.0
     max_body_bytes: int = 10 * 1024 * 1024
+    max_redirects: int = MAX_REDIRECTS
+    max_url_length: int = MAX_URL_LENGTH
+
+
+class _Refused(Exception):
+    """A URL we will not request; ``kind`` is the error_kind recorded."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
 
 
 def parse_http_date(value: str | None) -> float | None:
@@ -68,44 +119,158 @@ def conditional_headers(record: UrlRecord) -> dict[str, str]:
     return headers
 
 
-def new_session(user_agent: str, limits: FetchLimits) -> aiohttp.ClientSession:
-    timeout = aiohttp.ClientTimeout(
-        total=limits.total_timeout,
-        sock_connect=limits.connect_timeout,
-        sock_read=limits.total_timeout,
+def canonical_url(url: str, max_length: int = MAX_URL_LENGTH) -> str:
+    """The URL to request: http(s) only, length-capped, numeric IPv4 spellings normalised.
+
+    ``http://0x7f.1/`` becomes ``http://127.0.0.1/`` so that the address check sees the
+    address the name denotes. Raises ``_Refused`` for a URL we will not request.
+    """
+    if len(url) > max_length:
+        raise _Refused("url_too_long")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError as exc:
+        raise _Refused("bad_url") from exc
+    if parts.scheme not in ("http", "https"):
+        raise _Refused("bad_scheme")
+    if not host:
+        raise _Refused("bad_url")
+    if ":" in host:
+        return url  # an IPv6 literal: already canonical for the address check
+    try:
+        ipv4 = canonical_ipv4(host)
+    except ValueError as exc:
+        raise _Refused("bad_url") from exc
+    if ipv4 is None or str(ipv4) == host:
+        return url
+    netloc = str(ipv4) if port is None else f"{ipv4}:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def new_session(
+    user_agent: str,
+    limits: FetchLimits,
+    *,
+    address_policy: AddressPolicy,
+    resolver: AbstractResolver | None = None,
+    keep_alive: bool = False,
+) -> aiohttp.ClientSession:
+    """A session whose every connection passes ``address_policy`` (DNS answers and sockets).
+
+    Bodies are read raw (``auto_decompress=False``) and decoded by ``fetch`` under a cap.
+    ``resolver`` replaces the system resolver underneath the policy (tests). Keep-alive is
+    off by default: a server that sends more than its Content-Length poisons a kept-alive
+    connection, and the host's next page would be recorded with an error it did not commit;
+    at one request per second per host a saved handshake is worth less than that.
+    """
+    del limits  # timeouts are set per request, from the limits passed to fetch()
+    connector = aiohttp.TCPConnector(
+        limit=0,
+        force_close=not keep_alive,
+        ttl_dns_cache=300,
+        enable_cleanup_closed=True,
+        resolver=PolicyResolver(address_policy, resolver),
+        socket_factory=guarded_socket_factory(address_policy),
     )
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
     return aiohttp.ClientSession(
-        timeout=timeout,
         connector=connector,
-        headers={"User-Agent": user_agent},
-        auto_decompress=True,
+        headers={"User-Agent": user_agent, "Accept-Encoding": "gzip, deflate, br, zstd"},
+        auto_decompress=False,
         cookie_jar=aiohttp.DummyCookieJar(),
+        trust_env=False,  # no proxy from the environment: it would bypass the address check
     )
 
 
-async def _read_capped(response: aiohttp.ClientResponse, cap: int) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.content.iter_chunked(CHUNK_BYTES):
-        if size + len(chunk) > cap:
-            chunks.append(chunk[: cap - size])
-            return b"".join(chunks), True
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks), False
+def _client_timeout(limits: FetchLimits) -> aiohttp.ClientTimeout:
+    # total is enforced by asyncio.timeout around the whole redirect chain, not per hop.
+    return aiohttp.ClientTimeout(
+        total=None,
+        connect=None,
+        sock_connect=limits.connect_timeout,
+        sock_read=limits.first_byte_timeout,
+    )
+
+
+@dataclass(slots=True)
+class _Body:
+    data: bytes = b""
+    truncated: bool = False
+    error_kind: str | None = None
+    wire_bytes: int = 0
+
+
+async def _read_body(response: aiohttp.ClientResponse, cap: int, decode: bool) -> _Body:
+    """Read at most ``cap`` bytes on the wire and ``cap`` bytes decoded, then stop."""
+    body = _Body()
+    decoder = CappedDecoder(response.headers.get("Content-Encoding"), cap) if decode else None
+    parts: list[bytes] = []
+    while True:
+        chunk = await response.content.readany()
+        if not chunk:
+            break
+        wire_room = cap - body.wire_bytes
+        wire_cut = len(chunk) > wire_room
+        chunk = chunk[:wire_room]
+        if decoder is None:
+            body.wire_bytes += len(chunk)
+            parts.append(chunk)
+        else:
+            # Small slices, so that the bytes consumed when the cap is hit measure the ratio.
+            for start in range(0, len(chunk), DECODE_SLICE_BYTES):
+                piece = chunk[start : start + DECODE_SLICE_BYTES]
+                body.wire_bytes += len(piece)
+                parts.append(decoder.feed(piece))
+                if decoder.exceeded:
+                    ratio = decoder.size / max(1, body.wire_bytes)
+                    body.truncated = True
+                    body.error_kind = "decompression_bomb" if ratio > BOMB_RATIO else "too_large"
+                    break
+            if body.truncated:
+                break
+        if wire_cut:
+            body.truncated, body.error_kind = True, "too_large"
+            break
+    if decoder is not None and not body.truncated:
+        parts.append(decoder.finish())
+        if decoder.exceeded:
+            body.truncated, body.error_kind = True, "too_large"
+    body.data = b"".join(parts)
+    return body
+
+
+def sniff_content_type(declared: str | None, body: bytes) -> str | None:
+    """The declared type, unless it claims HTML (or nothing) and the bytes say otherwise.
+
+    A PDF served as text/html must be fingerprinted on its raw bytes, not parsed as HTML;
+    ``crawler.core.observe.is_html`` decides on this type.
+    """
+    media_type = (declared or "").split(";", 1)[0].strip().lower()
+    if media_type and media_type not in HTML_TYPES:
+        return declared
+    head = body[:16].lstrip()
+    for magic, sniffed in _MAGIC_TYPES:
+        if head.startswith(magic):
+            return sniffed
+    return declared
 
 
 async def fetch(
     session: aiohttp.ClientSession,
     record: UrlRecord,
     limits: FetchLimits,
+    *,
+    send_validators: bool = True,
 ) -> FetchResult:
-    """GET ``record.url`` once (following redirects) and report what happened."""
+    """GET ``record.url`` once (following redirects) and report what happened. Never raises
+    for anything the network or the server does."""
     started = time.monotonic()
     fetched_at = time.time()
+    state: dict[str, Any] = {"phase": "connect", "permanent_target": None}
 
     def result(outcome: str, **fields: Any) -> FetchResult:
+        fields.setdefault("redirect_to", state["permanent_target"])
         return FetchResult(
             fetched_at=fetched_at,
             duration_seconds=time.monotonic() - started,
@@ -113,42 +278,96 @@ async def fetch(
             **fields,
         )
 
-    url = record.url
-    headers = conditional_headers(record)
-    permanent_target: str | None = None
     try:
         async with asyncio.timeout(limits.total_timeout):
-            for _hop in range(MAX_REDIRECTS + 1):
-                if len(url) > MAX_URL_LENGTH or urlsplit(url).scheme not in ("http", "https"):
-                    return result(model.BLOCKED, error_kind="bad_url")
-                async with session.get(url, headers=headers, allow_redirects=False) as response:
-                    status = response.status
-                    if status in REDIRECT_STATUSES and "Location" in response.headers:
-                        target = urljoin(url, response.headers["Location"])
-                        if urlsplit(target).scheme not in ("http", "https"):
-                            return result(
-                                model.HTTP_ERROR, status=status, error_kind="bad_redirect_scheme"
-                            )
-                        if status in PERMANENT_REDIRECTS and url == record.url:
-                            permanent_target = target
-                        url, headers = target, {}
-                        continue
-                    outcome, fields = await _interpret(response, limits)
-                    return result(outcome, redirect_to=permanent_target, **fields)
-            return result(model.HTTP_ERROR, error_kind="too_many_redirects",
-                          redirect_to=permanent_target)
+            return await _follow(session, record, limits, send_validators, state, result)
+    except aiohttp.ConnectionTimeoutError:
+        return result(model.TIMEOUT, error_kind="timeout_connect")
+    except aiohttp.ServerTimeoutError:
+        kind = "timeout_read" if state["phase"] == "body" else "timeout_first_byte"
+        return result(model.TIMEOUT, error_kind=kind)
     except TimeoutError:
-        return result(model.TIMEOUT, error_kind="timeout")
-    except aiohttp.ClientResponseError as exc:
-        return result(model.HTTP_ERROR, status=exc.status or None, error_kind="bad_response")
+        return result(model.TIMEOUT, error_kind="timeout_total")
     except aiohttp.ClientPayloadError:
         return result(model.NETWORK_ERROR, error_kind="broken_body")
-    except (aiohttp.ClientError, OSError, ValueError) as exc:
+    except aiohttp.ClientResponseError as exc:
+        # aiohttp's parser refused what the server sent (no status line, HTTP/0.9, garbage,
+        # a bad chunk header). Bytes past Content-Length that arrive with the response are
+        # parsed as the next status line and refused the same way.
+        message = str(exc.message).lower()
+        if "chunk" in message or "payload" in message:
+            return result(model.NETWORK_ERROR, error_kind="broken_body")
+        if "status line" in message or state["phase"] == "connect":
+            return result(model.NETWORK_ERROR, error_kind="bad_status_line")
+        return result(model.NETWORK_ERROR, error_kind="bad_response")
+    except aiohttp.ServerDisconnectedError:
+        return result(model.NETWORK_ERROR, error_kind="server_disconnected")
+    except (aiohttp.InvalidURL, ValueError):
+        # yarl/aiohttp refused the URL or a header built from it (IDNA, control characters).
+        return result(model.BLOCKED, error_kind="bad_url")
+    except (aiohttp.ClientError, OSError) as exc:
+        if is_address_blocked(exc):
+            return result(model.BLOCKED, error_kind="ssrf")
+        if isinstance(exc, aiohttp.ClientConnectorDNSError):
+            return result(model.NETWORK_ERROR, error_kind="dns")
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return result(model.NETWORK_ERROR, error_kind="connect_failed")
         return result(model.NETWORK_ERROR, error_kind=type(exc).__name__)
 
 
+async def _follow(
+    session: aiohttp.ClientSession,
+    record: UrlRecord,
+    limits: FetchLimits,
+    send_validators: bool,
+    state: dict[str, Any],
+    result: Any,
+) -> FetchResult:
+    """The redirect chain of one fetch; every hop goes through the same checks."""
+    url = record.url
+    headers = conditional_headers(record) if send_validators else {}
+    visited: set[str] = set()
+    timeout = _client_timeout(limits)
+    for _hop in range(limits.max_redirects + 1):
+        try:
+            url = canonical_url(url, limits.max_url_length)
+        except _Refused as refused:
+            return result(model.BLOCKED, error_kind=refused.kind)  # type: ignore[no-any-return]
+        visited.add(url)
+        state["phase"] = "connect"
+        async with session.get(
+            url, headers=headers, allow_redirects=False, timeout=timeout
+        ) as response:
+            state["phase"] = "body"
+            status = response.status
+            location = response.headers.get("Location")
+            if status in REDIRECT_STATUSES and location:
+                try:
+                    target = urljoin(url, location.strip())
+                    scheme = urlsplit(target).scheme
+                except ValueError:
+                    return result(  # type: ignore[no-any-return]
+                        model.BLOCKED, status=status, error_kind="bad_url"
+                    )
+                if scheme not in ("http", "https"):
+                    return result(  # type: ignore[no-any-return]
+                        model.BLOCKED, status=status, error_kind="bad_redirect_scheme"
+                    )
+                if status in PERMANENT_REDIRECTS and url == record.url:
+                    state["permanent_target"] = target
+                if target in visited:
+                    return result(  # type: ignore[no-any-return]
+                        model.HTTP_ERROR, status=status, error_kind="redirect_loop"
+                    )
+                url, headers = target, {}
+                continue
+            outcome, fields = await _interpret(response, limits, decode=not session.auto_decompress)
+            return result(outcome, **fields)  # type: ignore[no-any-return]
+    return result(model.HTTP_ERROR, error_kind="too_many_redirects")  # type: ignore[no-any-return]
+
+
 async def _interpret(
-    response: aiohttp.ClientResponse, limits: FetchLimits
+    response: aiohttp.ClientResponse, limits: FetchLimits, *, decode: bool
 ) -> tuple[str, dict[str, Any]]:
     """The outcome of a final (non-redirect) response and the fields to record with it."""
     status = response.status
@@ -159,19 +378,53 @@ async def _interpret(
         return model.NOT_MODIFIED, fields
     if status in (404, 410):
         return model.GONE, fields
-    if status >= 400 or status < 200:
+    if status >= 300 or status < 200:
         fields["error_kind"] = f"http_{status}"
         fields["retry_after_seconds"] = parse_retry_after(
             response.headers.get("Retry-After"), time.time()
         )
         return model.HTTP_ERROR, fields
-    body, truncated = await _read_capped(response, limits.max_body_bytes)
+    try:
+        body = await _read_body(response, limits.max_body_bytes, decode)
+    except UnsupportedEncoding:
+        fields["error_kind"] = "unsupported_encoding"
+        return model.HTTP_ERROR, fields
+    except DecodeError:
+        fields["error_kind"] = "bad_encoding"
+        return model.HTTP_ERROR, fields
     fields.update(
-        body=body,
-        truncated=truncated,
-        content_type=response.headers.get("Content-Type"),
+        body=body.data,
+        truncated=body.truncated,
+        content_type=sniff_content_type(response.headers.get("Content-Type"), body.data),
         etag=response.headers.get("ETag"),
         last_modified=parse_http_date(response.headers.get("Last-Modified")),
-        error_kind="too_large" if truncated else None,
+        error_kind=body.error_kind,
     )
     return model.OK, fields
+
+
+async def fetch_robots(
+    session: aiohttp.ClientSession, origin: str, limits: FetchLimits
+) -> RobotsFetch:
+    """GET ``origin``/robots.txt (RFC 9309): at most 5 redirects, 500 KiB parsed.
+
+    The classification (ok / unavailable / unreachable) is ``crawler.robots.robots_outcome``.
+    """
+    url = origin.rstrip("/") + "/robots.txt"
+    robots_limits = replace(
+        limits,
+        max_redirects=min(limits.max_redirects, MAX_REDIRECTS),
+        max_body_bytes=min(limits.max_body_bytes, ROBOTS_MAX_BYTES),
+    )
+    fetched = await fetch(
+        session, UrlRecord(url_id=0, url=url), robots_limits, send_validators=False
+    )
+    return robots_outcome(
+        fetched_at=fetched.fetched_at,
+        outcome=fetched.outcome,
+        status=fetched.status,
+        body=fetched.body,
+        truncated=fetched.truncated,
+        error_kind=fetched.error_kind,
+        retry_after_seconds=fetched.retry_after_seconds,
+    )
