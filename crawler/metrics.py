@@ -1,30 +1,73 @@
 """Prometheus metrics: the one place that turns the loop's events into metrics.
 
 The daemon reports events through the ``Events`` protocol; it never touches a metric. No label
-carries a URL or a host (unbounded cardinality).
+carries a URL or a host (unbounded cardinality). Names follow the Prometheus conventions that
+``promtool check metrics`` enforces: one ``crawler_`` prefix, ``_total`` on counters (added by
+prometheus-client), base units (``_seconds``, ``_bytes``), rates per second, ratios in [0, 1]
+named ``_ratio``.
 """
 
 from __future__ import annotations
 
+import math
+import platform
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    disable_created_metrics,
+)
 
 from crawler import __version__
-from crawler.core.model import Observation
+from crawler.core.model import SECONDS_PER_DAY, Observation
 
 PREFIX = "crawler"
+
+# The ``_created`` series double the series count and no dashboard or alert uses them.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Events(Protocol):
     """What the daemon reports; ``Metrics`` subscribes to it, tests may record it."""
 
-    def fetch_completed(self, obs: Observation) -> None: ...
+    def fetch_completed(self, obs: Observation) -> None:
+        """A fetch was recorded in the database (every outcome, including errors)."""
+
     def frontier_sampled(
-        self, urls_by_state: dict[str, int], due: int, most_overdue_seconds: float, hosts_leased: int
-    ) -> None: ...
-    def db_transaction(self, seconds: float) -> None: ...
-    def politeness_wait(self, seconds: float) -> None: ...
+        self,
+        urls_by_state: dict[str, int],
+        due: int,
+        most_overdue_seconds: float,
+        hosts_leased: int,
+    ) -> None:
+        """The frontier's size and backlog, sampled from the database."""
+
+    def db_transaction(self, seconds: float) -> None:
+        """One database transaction of the fetch loop took ``seconds``."""
+
+    def politeness_wait(self, seconds: float) -> None:
+        """A host task is about to wait ``seconds`` for its host's politeness delay."""
+
+    def robots_denied(self) -> None:
+        """A URL was not fetched because the host's robots.txt disallows it."""
+
+    def host_backoff(self, seconds: float) -> None:
+        """A host was put in backoff for ``seconds`` (429, 503, Retry-After, repeated errors)."""
+
+    def hosts_sampled(self, in_backoff: int, circuit_open: int) -> None:
+        """Hosts now in backoff, and hosts whose circuit breaker is open (no requests sent)."""
+
+    def plan_solved(
+        self, mu: float, budget_per_day: float, achieved_fetch_rate_per_day: float
+    ) -> None:
+        """The planner solved for μ under its budget; the achieved rate is measured, all daemons."""
+
+    def collection_estimated(self, freshness: float, beta_currency: float) -> None:
+        """Importance-weighted freshness and β-currency of the collection (MODEL.md §4)."""
 
 
 def status_class(status: int | None) -> str:
@@ -37,6 +80,7 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # --- fetching ---------------------------------------------------------------------
         self.fetches = Counter(
             f"{PREFIX}_fetches", "Fetches completed, by outcome and HTTP status class.",
             ["outcome", "status_class"], registry=r,
@@ -56,11 +100,35 @@ class Metrics:
             f"{PREFIX}_cosmetic_changes",
             "Fetches whose bytes changed but whose simhash moved less than k bits.", registry=r,
         )
+        # A Hamming distance is a count of bits; promtool reads a "_bits" suffix as a unit.
         self.simhash_distance = Histogram(
-            f"{PREFIX}_simhash_distance_bits",
-            "Hamming distance between a page's fingerprint and its previous one.",
+            f"{PREFIX}_simhash_distance",
+            "Hamming distance (differing bits) between a page's fingerprint and its previous one.",
             buckets=(0, 1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 64), registry=r,
         )
+        # --- politeness -------------------------------------------------------------------
+        self.politeness_waits = Counter(
+            f"{PREFIX}_politeness_wait_seconds", "Time spent waiting out per-host delays.",
+            registry=r,
+        )
+        self.robots_denials = Counter(
+            f"{PREFIX}_robots_denials", "URLs not fetched because robots.txt disallows them.",
+            registry=r,
+        )
+        self.host_backoffs = Counter(
+            f"{PREFIX}_host_backoffs", "Times a host was put in backoff.", registry=r
+        )
+        self.host_backoff_seconds = Counter(
+            f"{PREFIX}_host_backoff_seconds", "Backoff time imposed on hosts, summed.", registry=r
+        )
+        self.hosts_in_backoff = Gauge(
+            f"{PREFIX}_hosts_in_backoff", "Hosts currently in backoff.", registry=r
+        )
+        self.circuit_breakers_open = Gauge(
+            f"{PREFIX}_circuit_breakers_open",
+            "Hosts whose circuit breaker is open (no requests are sent to them).", registry=r,
+        )
+        # --- frontier ---------------------------------------------------------------------
         self.urls = Gauge(f"{PREFIX}_urls", "URLs in the frontier, by state.", ["state"],
                           registry=r)
         self.urls_due = Gauge(f"{PREFIX}_urls_due", "URLs whose next fetch time has passed.",
@@ -71,21 +139,51 @@ class Metrics:
         self.hosts_leased = Gauge(
             f"{PREFIX}_hosts_leased", "Hosts currently leased by any daemon.", registry=r
         )
+        # --- planner and collection estimates (NaN until the planner first reports) -------
+        self.planner_mu = Gauge(
+            f"{PREFIX}_planner_mu",
+            "Lagrange multiplier μ: weighted objective gained by one more fetch per day "
+            "(MODEL.md §5).", registry=r,
+        )
+        self.planner_budget = Gauge(
+            f"{PREFIX}_planner_budget_fetches_per_second",
+            "Fetch budget the planner spends, all daemons together.", registry=r,
+        )
+        self.planner_achieved = Gauge(
+            f"{PREFIX}_planner_achieved_fetches_per_second",
+            "Fetch rate achieved recently, all daemons together, as the planner measured it.",
+            registry=r,
+        )
+        self.collection_freshness = Gauge(
+            f"{PREFIX}_collection_freshness_ratio",
+            "Estimated importance-weighted freshness of the collection (MODEL.md §4).",
+            registry=r,
+        )
+        self.collection_beta_currency = Gauge(
+            f"{PREFIX}_collection_beta_currency_ratio",
+            "Estimated probability that a page is β-current for β = CRAWLER_BETA_SECONDS: "
+            "the α of the collection's (α, β)-currency (MODEL.md §4).", registry=r,
+        )
+        self.collection_estimated_at = Gauge(
+            f"{PREFIX}_collection_estimated_timestamp_seconds",
+            "When the collection estimates were last computed (Unix time; 0: never).",
+            registry=r,
+        )
+        for unknown in (self.planner_mu, self.planner_budget, self.planner_achieved,
+                        self.collection_freshness, self.collection_beta_currency):
+            unknown.set(math.nan)
+        # --- database and build -----------------------------------------------------------
         self.db_latency = Histogram(
             f"{PREFIX}_db_transaction_seconds", "Latency of the daemon's database transactions.",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5), registry=r,
         )
-        self.politeness_waits = Counter(
-            f"{PREFIX}_politeness_wait_seconds", "Time spent waiting out per-host delays.",
-            registry=r,
-        )
         self.build = Info(f"{PREFIX}_build", "Build information.", registry=r)
-        self.build.info({"version": __version__})
+        self.build.info({"version": __version__, "python": platform.python_version()})
 
     def fetch_completed(self, obs: Observation) -> None:
         self.fetches.labels(obs.outcome, status_class(obs.status)).inc()
         self.fetch_duration.observe(obs.duration_seconds)
-        self.response_bytes.inc(obs.bytes)
+        self.response_bytes.inc(obs.size_bytes)
         if obs.changed:
             self.changes.inc()
         elif obs.content_changed:
@@ -94,7 +192,11 @@ class Metrics:
             self.simhash_distance.observe(obs.simhash_distance)
 
     def frontier_sampled(
-        self, urls_by_state: dict[str, int], due: int, most_overdue_seconds: float, hosts_leased: int
+        self,
+        urls_by_state: dict[str, int],
+        due: int,
+        most_overdue_seconds: float,
+        hosts_leased: int,
     ) -> None:
         from crawler.db.schema import URL_STATES
 
@@ -109,3 +211,41 @@ class Metrics:
 
     def politeness_wait(self, seconds: float) -> None:
         self.politeness_waits.inc(seconds)
+
+    def robots_denied(self) -> None:
+        self.robots_denials.inc()
+
+    def host_backoff(self, seconds: float) -> None:
+        self.host_backoffs.inc()
+        self.host_backoff_seconds.inc(max(0.0, seconds))
+
+    def hosts_sampled(self, in_backoff: int, circuit_open: int) -> None:
+        self.hosts_in_backoff.set(in_backoff)
+        self.circuit_breakers_open.set(circuit_open)
+
+    def plan_solved(
+        self, mu: float, budget_per_day: float, achieved_fetch_rate_per_day: float
+    ) -> None:
+        self.planner_mu.set(mu)
+        self.planner_budget.set(budget_per_day / SECONDS_PER_DAY)
+        self.planner_achieved.set(achieved_fetch_rate_per_day / SECONDS_PER_DAY)
+
+    def collection_estimated(self, freshness: float, beta_currency: float) -> None:
+        self.collection_freshness.set(freshness)
+        self.collection_beta_currency.set(beta_currency)
+        self.collection_estimated_at.set_to_current_time()
+
+
+def exported_names(registry: CollectorRegistry) -> set[str]:
+    """Every series name the registry can expose, with the suffixes the exposition adds."""
+    suffixes = {
+        "counter": ("_total",),
+        "histogram": ("_bucket", "_sum", "_count"),
+        "summary": ("", "_sum", "_count"),
+        "info": ("_info",),
+    }
+    names: set[str] = set()
+    for family in registry.collect():
+        for suffix in suffixes.get(family.type, ("",)):
+            names.add(family.name + suffix)
+    return names
