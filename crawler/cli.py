@@ -107,9 +107,22 @@ def cmd_seed(args: argparse.Namespace) -> int:
     for message in errors:
         print(message, file=sys.stderr)
 
+    if args.window is not None and len(urls) != 1:
+        print("crawler seed --window takes exactly one root URL", file=sys.stderr)
+        return 2
+
     async def go() -> frontier.SeedResult:
         pool = await create_pool(resolve_url(settings))
         try:
+            if args.window is not None:
+                from crawler.db.windows import register_site
+
+                result = await frontier.seed(pool, [(urls[0], args.importance)], time.time())
+                async with pool.acquire() as conn:
+                    await register_site(conn, urls[0], args.window)
+                print(f"site {frontier.origin_of(urls[0])}: window of {args.window} pages "
+                      f"rooted at {urls[0]}")
+                return result
             inserted = already = 0
             batch = frontier.SEED_BATCH
             for start in range(0, len(urls), batch):
@@ -127,6 +140,55 @@ def cmd_seed(args: argparse.Namespace) -> int:
     print(f"seeded {result.inserted} new URLs ({result.already_known} already known, "
           f"{len(errors)} rejected)")
     return 1 if errors else 0
+
+
+# --- sites and urls -------------------------------------------------------------------------
+
+
+def _with_conn(settings: Settings, fn: Callable[[Any], Any]) -> Any:
+    import asyncpg
+
+    async def go() -> Any:
+        conn = await asyncpg.connect(resolve_url(settings))
+        try:
+            return await fn(conn)
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    cells = [[("-" if r[c] is None else str(r[c])) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
+
+
+def cmd_sites(args: argparse.Namespace) -> int:
+    from crawler.db.windows import sites_summary
+
+    sites = _with_conn(load_settings(args), sites_summary)
+    if args.json:
+        print(json.dumps(sites, indent=2))
+    else:
+        print(_table(sites, ("root_url", "window_size", "in_window", "discovered", "entered",
+                             "left")))
+    return 0
+
+
+def cmd_urls(args: argparse.Namespace) -> int:
+    from crawler.core.links import normalize_url
+    from crawler.db.windows import site_urls
+
+    root = normalize_url(args.site) or args.site
+    urls = _with_conn(load_settings(args), lambda conn: site_urls(conn, root))
+    if args.json:
+        print(json.dumps(urls, indent=2))
+    else:
+        print(_table(urls, ("url", "depth", "in_window", "status", "entered_at", "left_at")))
+    return 0
 
 
 # --- status and show ------------------------------------------------------------------------
@@ -225,6 +287,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", help="File with one URL per line; '#' starts a comment.")
     p.add_argument("--importance", type=float, default=1.0,
                    help="Importance weight of these URLs (default 1).")
+    p.add_argument("--window", type=int, default=None, metavar="N",
+                   help="Register the URL's site with a breadth-first window of N pages "
+                        "rooted at it (page-window discovery).")
+
+    p = command("sites", cmd_sites, "Windowed sites: window size, pages in it, discovered, "
+                "entered and left.")
+    p.add_argument("--json", action="store_true", help="Machine-readable output.")
+
+    p = command("urls", cmd_urls, "A windowed site's URLs with depth, membership and times.")
+    p.add_argument("--site", required=True, metavar="URL", help="The site's root URL.")
+    p.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     p = command("status", cmd_status, "Summary of the frontier and recent fetching.")
     p.add_argument("--json", action="store_true", help="Machine-readable output.")

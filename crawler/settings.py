@@ -69,6 +69,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         10 * 1024 * 1024, gt=0, description="Body size cap; longer pages are truncated."
     )
+    max_outlinks: int = Field(
+        1000, ge=0, description="Out-links read per page of a windowed site (trap bound)."
+    )
+    max_depth: int = Field(
+        16, ge=1, description="Deepest BFS level a page window discovers."
+    )
     allow_networks: list[str] = Field(
         default_factory=list,
         description="CIDRs the crawler may connect to despite SSRF protection (JSON list).",

@@ -50,6 +50,8 @@ class UrlRecord:
     # (start, end] of the newest intervals that saw a change, in POSIX days, flattened.
     change_brackets_days: tuple[float, ...] = ()
     periodic: PeriodicModel | None = None
+    site_id: int | None = None  # set when the URL belongs to a windowed site
+    depth: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,7 @@ class Observation:
     fetched_at: float
     outcome: str
     status: int | None
-    bytes: int
+    size_bytes: int
     duration_seconds: float
     simhash: int | None
     content_hash: bytes | None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from crawler.core.extract import parse_page
+from crawler.core.extract import ParsedPage, parse_page
 from crawler.core.fingerprint import content_hash, hamming_distance, simhash64
 from crawler.core.model import (
     GONE,
@@ -35,24 +35,37 @@ def is_html(content_type: str | None, body: bytes) -> bool:
     return head.startswith((b"<!doctype html", b"<html"))
 
 
-def fingerprint(result: FetchResult) -> tuple[int | None, bytes]:
-    """(simhash, exact hash) of a body; non-HTML content gets only the exact hash."""
-    exact = content_hash(result.body)
-    if not is_html(result.content_type, result.body):
-        return None, exact
-    page = parse_page(result.body, result.content_type)
-    return simhash64(page.features), exact
+def parse_result(
+    result: FetchResult, *, page_url: str | None = None, max_links: int = 1000
+) -> ParsedPage | None:
+    """Parse a fetched HTML page once (text, features, and out-links when ``page_url`` is
+    given); None when there is no HTML body to parse."""
+    if result.outcome != OK or not is_html(result.content_type, result.body):
+        return None
+    return parse_page(result.body, result.content_type, page_url=page_url, max_links=max_links)
 
 
-def observe(record: UrlRecord, result: FetchResult, threshold_bits: int) -> Observation:
-    """Compare a fetch with the stored version of the page."""
+def observe(
+    record: UrlRecord,
+    result: FetchResult,
+    threshold_bits: int,
+    page: ParsedPage | None = None,
+) -> Observation:
+    """Compare a fetch with the stored version of the page.
+
+    ``page`` is the fetch already parsed by ``parse_result`` (parsed here when omitted);
+    non-HTML content gets only the exact hash.
+    """
     simhash: int | None = None
     exact: bytes | None = None
     distance: int | None = None
     changed: bool | None = None
     content_changed: bool | None = None
     if result.outcome == OK:
-        simhash, exact = fingerprint(result)
+        exact = content_hash(result.body)
+        if page is None:
+            page = parse_result(result)
+        simhash = None if page is None else simhash64(page.features)
         if record.last_content_hash is not None:
             content_changed = exact != record.last_content_hash
             if simhash is not None and record.last_simhash is not None:
@@ -68,7 +81,7 @@ def observe(record: UrlRecord, result: FetchResult, threshold_bits: int) -> Obse
         fetched_at=result.fetched_at,
         outcome=result.outcome,
         status=result.status,
-        bytes=len(result.body),
+        size_bytes=len(result.body),
         duration_seconds=result.duration_seconds,
         simhash=simhash,
         content_hash=exact,

@@ -48,6 +48,8 @@ def worker_config(settings: Settings, owner: str) -> WorkerConfig:
         poll_interval=settings.poll_interval,
         politeness_delay=settings.politeness_delay,
         simhash_threshold=settings.simhash_threshold,
+        max_outlinks=settings.max_outlinks,
+        max_depth=settings.max_depth,
         limits=FetchLimits(
             connect_timeout=settings.connect_timeout,
             total_timeout=settings.total_timeout,

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 import aiohttp
 import asyncpg
 
-from crawler.core.model import HTTP_ERROR, FetchResult, UrlRecord
-from crawler.core.observe import observe, updated_record
+from crawler.core.extract import ParsedPage
+from crawler.core.links import is_trap
+from crawler.core.model import GONE, HTTP_ERROR, FetchResult, UrlRecord
+from crawler.core.observe import observe, parse_result, updated_record
 from crawler.core.schedule import SchedulePolicy, next_fetch
-from crawler.db import frontier
+from crawler.db import frontier, windows
 from crawler.db.frontier import HostClaim
 from crawler.fetch import FetchLimits, fetch
 from crawler.metrics import Events
@@ -41,8 +43,22 @@ class WorkerConfig:
     poll_interval: float = 1.0
     politeness_delay: float = 1.0
     simhash_threshold: int = 6
+    max_outlinks: int = 1000
+    max_depth: int = 16
     limits: FetchLimits = field(default_factory=FetchLimits)
     schedule: SchedulePolicy = field(default_factory=SchedulePolicy)
+
+
+def window_links(record: UrlRecord, page: ParsedPage, max_depth: int) -> list[str]:
+    """The out-links that may join the page's window: same site, not traps, not too deep."""
+    if (record.depth or 0) + 1 > max_depth:
+        return []
+    origin = frontier.origin_of(record.url)
+    return [
+        link.url
+        for link in page.links
+        if frontier.origin_of(link.url) == origin and not is_trap(link.url)
+    ]
 
 
 class Worker:
@@ -131,9 +147,14 @@ class Worker:
             await asyncio.shield(self._release(host))
 
     async def _record(self, record: UrlRecord, result: FetchResult, next_request_at: float) -> None:
-        obs = observe(record, result, self.config.simhash_threshold)
+        cfg = self.config
+        windowed = record.site_id is not None
+        page = parse_result(
+            result, page_url=record.url if windowed else None, max_links=cfg.max_outlinks
+        )
+        obs = observe(record, result, cfg.simhash_threshold, page)
         after = updated_record(record, result, obs)
-        schedule = next_fetch(after, obs, self.config.schedule)
+        schedule = next_fetch(after, obs, cfg.schedule)
         args = frontier.record_args(
             after,
             obs,
@@ -141,7 +162,22 @@ class Worker:
             host_next_request_at=next_request_at,
             redirect_to=result.redirect_to,
         )
-        await self._with_db_retry(lambda: frontier.record_fetch(self.pool, args), timed=True)
+        if record.site_id is None:
+            await self._with_db_retry(lambda: frontier.record_fetch(self.pool, args), timed=True)
+        else:
+            links = (
+                window_links(record, page, cfg.max_depth)
+                if page is not None
+                else ([] if obs.outcome == GONE else None)
+            )
+            await self._with_db_retry(
+                lambda: windows.record_windowed_fetch(
+                    self.pool, args, url_id=record.url_id, site_id=record.site_id,  # type: ignore[arg-type]
+                    host_id=record.host_id, out_links=links,
+                    state_changed=after.state != record.state, now=obs.fetched_at,
+                ),
+                timed=True,
+            )
         self.fetches_recorded += 1
         self.events.fetch_completed(obs)
         if obs.outcome == HTTP_ERROR:

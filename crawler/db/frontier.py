@@ -125,6 +125,8 @@ def record_from_row(row: asyncpg.Record) -> UrlRecord:
         else PeriodicModel(
             row["update_period_days"], row["update_phase_days"], row["update_jitter_days"], 0.0
         ),
+        site_id=row["site_id"],
+        depth=row["depth"],
     )
 
 
@@ -170,7 +172,7 @@ def record_args(
         to_datetime(obs.fetched_at),
         obs.outcome,
         obs.status,
-        obs.bytes,
+        obs.size_bytes,
         obs.duration_seconds,
         to_signed64(obs.simhash),
         obs.content_hash,

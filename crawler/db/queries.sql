@@ -75,7 +75,7 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.fetch_count, lu.change_count, lu.consecutive_failures, lu.changed_intervals_days,
        lu.unchanged_days, lu.intervals_observed, lu.change_rate_per_day,
        lu.change_brackets_days, lu.update_period_days, lu.update_phase_days,
-       lu.update_jitter_days
+       lu.update_jitter_days, lu.site_id, lu.depth
 FROM leased_hosts AS lh
 LEFT JOIN leased_urls AS lu ON lu.host_id = lh.id
 ORDER BY lh.id, lu.next_fetch_at;
@@ -211,6 +211,7 @@ SELECT u.id, u.host_id, u.importance, u.change_rate_per_day, u.fetch_rate_per_da
 FROM urls AS u
 JOIN hosts AS h ON h.id = u.host_id
 WHERE u.state IN ('new', 'active', 'error')
+  AND (u.site_id IS NULL OR u.in_window)
 ORDER BY u.id;
 
 -- name: planner_histories
@@ -242,3 +243,91 @@ SELECT pg_try_advisory_xact_lock(7271843002);
 
 -- name: fetches_since
 SELECT count(*) FROM observations WHERE fetched_at > now() - make_interval(secs => $1);
+
+-- name: upsert_site
+INSERT INTO sites (root_url, window_size) VALUES ($1, $2)
+ON CONFLICT (root_url) DO UPDATE SET window_size = EXCLUDED.window_size
+RETURNING id;
+
+-- name: attach_window_root
+-- The root of a windowed site: depth 0, in the window, due now if it was parked.
+UPDATE urls
+SET site_id = $2, depth = 0, in_window = true,
+    entered_window_at = CASE WHEN in_window THEN entered_window_at ELSE now() END,
+    left_window_at = NULL,
+    next_fetch_at = LEAST(next_fetch_at, now())
+WHERE url = $1;
+
+-- name: discover_urls
+-- Out-links of a windowed page: new URLs join the site parked (next fetch 'infinity') until the
+-- window takes them in; known URLs are returned too (ids in input order via ordinality).
+WITH input AS (
+    SELECT url, host_id, ord
+    FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS t(url, host_id, ord)
+),
+inserted AS (
+    INSERT INTO urls (url, host_id, site_id, next_fetch_at)
+    SELECT url, host_id, $3, 'infinity' FROM input
+    ON CONFLICT (url) DO UPDATE SET site_id = COALESCE(urls.site_id, EXCLUDED.site_id)
+    RETURNING id, url
+)
+SELECT i.id FROM input JOIN inserted AS i ON i.url = input.url ORDER BY input.ord;
+
+-- name: out_links
+SELECT to_url_id FROM links WHERE from_url_id = $1 ORDER BY position;
+
+-- name: delete_out_links
+DELETE FROM links WHERE from_url_id = $1;
+
+-- name: insert_out_links
+INSERT INTO links (from_url_id, to_url_id, position)
+SELECT $1, to_id, pos FROM unnest($2::bigint[]) WITH ORDINALITY AS t(to_id, pos)
+ON CONFLICT DO NOTHING;
+
+-- name: site_root
+SELECT s.window_size, u.id AS root_id
+FROM sites AS s JOIN urls AS u ON u.url = s.root_url
+WHERE s.id = $1;
+
+-- name: site_graph
+-- The site's observed link graph (urls_site_idx, then links' primary key).
+SELECT l.from_url_id, l.to_url_id
+FROM urls AS u JOIN links AS l ON l.from_url_id = u.id
+WHERE u.site_id = $1
+ORDER BY l.from_url_id, l.position;
+
+-- name: site_members
+SELECT id, state, depth, in_window FROM urls WHERE site_id = $1;
+
+-- name: apply_window
+-- New depths and memberships; a page entering is due now, a page leaving is parked.
+UPDATE urls AS u
+SET depth = t.depth,
+    in_window = t.inside,
+    entered_window_at = CASE WHEN t.inside AND NOT u.in_window THEN $4 ELSE u.entered_window_at END,
+    left_window_at = CASE
+        WHEN NOT t.inside AND u.in_window THEN $4
+        WHEN t.inside AND NOT u.in_window THEN NULL
+        ELSE u.left_window_at END,
+    next_fetch_at = CASE
+        WHEN t.inside AND NOT u.in_window THEN LEAST(u.next_fetch_at, $4)
+        WHEN NOT t.inside AND u.in_window THEN 'infinity'
+        ELSE u.next_fetch_at END
+FROM unnest($1::bigint[], $2::int[], $3::bool[]) AS t(id, depth, inside)
+WHERE u.id = t.id;
+
+-- name: sites_summary
+SELECT s.id, s.root_url, s.window_size, s.created_at,
+       count(u.id) AS discovered,
+       count(u.id) FILTER (WHERE u.in_window) AS in_window,
+       count(u.id) FILTER (WHERE u.entered_window_at IS NOT NULL) AS entered,
+       count(u.id) FILTER (WHERE u.left_window_at IS NOT NULL) AS left_window
+FROM sites AS s LEFT JOIN urls AS u ON u.site_id = s.id
+GROUP BY s.id ORDER BY s.root_url;
+
+-- name: site_urls
+SELECT u.url, u.depth, u.in_window, u.state, u.last_status, u.entered_window_at,
+       u.left_window_at, u.last_fetched_at, u.fetch_count, u.change_count
+FROM urls AS u JOIN sites AS s ON s.id = u.site_id
+WHERE s.root_url = $1
+ORDER BY u.depth NULLS LAST, u.id;

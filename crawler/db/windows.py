@@ -1,0 +1,137 @@
+"""Page windows in PostgreSQL: register sites, store observed out-links, recompute windows.
+
+A fetch of a windowed site's page, its new out-links and the window it implies commit in
+one transaction (``record_windowed_fetch``). Only the daemon holding the site's host lease
+touches a site, so recomputing a site's window never races another daemon.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from crawler.core.window import bfs_window, window_changes
+from crawler.db import frontier
+from crawler.db.queries import QUERIES
+
+
+async def register_site(conn: asyncpg.Connection, root_url: str, window_size: int) -> int:
+    """A windowed site rooted at an already-seeded ``root_url``; returns its id."""
+    site_id: int = await conn.fetchval(QUERIES["upsert_site"], root_url, window_size)
+    await conn.execute(QUERIES["attach_window_root"], root_url, site_id)
+    return site_id
+
+
+async def store_out_links(
+    conn: asyncpg.Connection, url_id: int, site_id: int, host_id: int, targets: Sequence[str]
+) -> bool:
+    """Replace a page's out-links with ``targets`` (same-site, normalised, in page order).
+
+    New URLs join the site parked; returns whether the page's out-links changed.
+    """
+    unique = list(dict.fromkeys(targets))
+    ids: list[int] = (
+        [r["id"] for r in await conn.fetch(
+            QUERIES["discover_urls"], unique, [host_id] * len(unique), site_id
+        )]
+        if unique
+        else []
+    )
+    old = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], url_id)]
+    if old == ids:
+        return False
+    await conn.execute(QUERIES["delete_out_links"], url_id)
+    if ids:
+        await conn.execute(QUERIES["insert_out_links"], url_id, ids)
+    return True
+
+
+async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -> int:
+    """Recompute depths and membership from the stored graph; returns rows changed."""
+    root = await conn.fetchrow(QUERIES["site_root"], site_id)
+    if root is None:
+        return 0
+    graph: dict[int, list[int]] = defaultdict(list)
+    for row in await conn.fetch(QUERIES["site_graph"], site_id):
+        graph[row["from_url_id"]].append(row["to_url_id"])
+    members = await conn.fetch(QUERIES["site_members"], site_id)
+    gone = {r["id"] for r in members if r["state"] == "gone"}
+    window, depths = bfs_window(graph, root["root_id"], root["window_size"], gone)
+    changes = window_changes(
+        {r["id"]: (r["depth"], r["in_window"]) for r in members}, window, depths
+    )
+    if changes:
+        await conn.execute(
+            QUERIES["apply_window"],
+            [c.url_id for c in changes],
+            [c.depth for c in changes],
+            [c.in_window for c in changes],
+            frontier.to_datetime(now),
+        )
+    return len(changes)
+
+
+async def record_windowed_fetch(
+    pool: asyncpg.Pool,
+    args: Sequence[Any],
+    *,
+    url_id: int,
+    site_id: int,
+    host_id: int,
+    out_links: Sequence[str] | None,
+    state_changed: bool,
+    now: float,
+) -> None:
+    """``record_fetch`` plus the page's out-links and the site's window, in one transaction.
+
+    ``out_links`` is None when the fetch saw no content (an error keeps the old links); a gone
+    page loses its links.
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        await frontier.record_fetch(conn, args)
+        changed = state_changed
+        if out_links is not None:
+            changed |= await store_out_links(conn, url_id, site_id, host_id, out_links)
+        if changed:
+            await recompute_window(conn, site_id, now)
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return None if value is None or value.year in (1, 9999) else value.isoformat()
+
+
+async def sites_summary(conn: asyncpg.Connection) -> list[dict[str, Any]]:
+    return [
+        {
+            "root_url": r["root_url"],
+            "window_size": r["window_size"],
+            "in_window": r["in_window"],
+            "discovered": r["discovered"],
+            "entered": r["entered"],
+            "left": r["left_window"],
+            "created_at": _iso(r["created_at"]),
+        }
+        for r in await conn.fetch(QUERIES["sites_summary"])
+    ]
+
+
+async def site_urls(conn: asyncpg.Connection, root_url: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "url": r["url"],
+            "depth": r["depth"],
+            "in_window": r["in_window"],
+            "status": r["last_status"],
+            "state": r["state"],
+            "entered_at": _iso(r["entered_window_at"]),
+            "left_at": _iso(r["left_window_at"]),
+            "last_fetched_at": _iso(r["last_fetched_at"]),
+            "fetch_count": r["fetch_count"],
+            "change_count": r["change_count"],
+        }
+        for r in await conn.fetch(QUERIES["site_urls"], root_url)
+    ]

@@ -1,0 +1,109 @@
+"""Page-window discovery against a site that creates, moves and deletes pages on a schedule.
+
+After the site has been revisited a few times, the crawler's window equals the window computed
+from the live link graph, and entered/left times match the ground truth to within a revisit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import asyncpg
+import numpy as np
+import pytest
+
+from crawler.demo.sites import evolving_site
+from crawler.demo.web import DemoWeb
+
+pytestmark = pytest.mark.timeout(240)
+
+WINDOW = 30
+HORIZON_SECONDS = 30.0
+RUN_SECONDS = 45.0
+REVISIT_SECONDS = 1.0
+# A transition is seen when the page linking to the moved page is next fetched: one revisit,
+# plus claim and politeness slack.
+TOLERANCE_SECONDS = 2 * REVISIT_SECONDS + 1.0
+
+
+def truth_transitions(web: DemoWeb, start: float, end: float) -> dict[str, list[tuple[float, bool]]]:
+    """Per URL, the times its membership in the true window flipped (time, now inside)."""
+    transitions: dict[str, list[tuple[float, bool]]] = {}
+    inside: set[str] = set()
+    for t in np.arange(start, end, 0.05):
+        window = set(web.window(0, WINDOW, at=float(t)))
+        for url in window ^ inside:
+            transitions.setdefault(url, []).append((float(t), url in window))
+        inside = window
+    return transitions
+
+
+async def test_window_follows_the_live_site(db_url: str) -> None:
+    site = evolving_site("evolving", 40, n_created=10, n_deleted=6, n_moved=6,
+                         horizon_seconds=HORIZON_SECONDS, seed=3)
+    web = DemoWeb([site])
+    await web.start()
+    root = web.origins[0] + "/"
+    env = {
+        **os.environ,
+        "CRAWLER_DATABASE_URL": db_url,
+        "CRAWLER_SCHEDULE": "uniform",
+        "CRAWLER_DEFAULT_INTERVAL": str(REVISIT_SECONDS),
+        "CRAWLER_MIN_INTERVAL": "0.2",
+        "CRAWLER_POLITENESS_DELAY": "0.01",
+        "CRAWLER_POLL_INTERVAL": "0.05",
+        "CRAWLER_CLAIM_URLS_PER_HOST": "64",
+        "CRAWLER_METRICS_PORT": "0",
+        "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
+    }
+    try:
+        seeded = subprocess.run(
+            [sys.executable, "-m", "crawler", "seed", "--window", str(WINDOW), root],
+            env=env, capture_output=True, text=True, timeout=60,
+        )
+        assert seeded.returncode == 0, seeded.stderr
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "crawler", "run", env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        await asyncio.sleep(RUN_SECONDS)
+        end = time.time()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, out.decode()[-2000:]
+        conn = await asyncpg.connect(db_url)
+        rows = await conn.fetch(
+            "SELECT url, in_window, entered_window_at, left_window_at FROM urls "
+            "WHERE site_id IS NOT NULL"
+        )
+        await conn.close()
+        listing = subprocess.run(
+            [sys.executable, "-m", "crawler", "urls", "--site", root, "--json"],
+            env=env, capture_output=True, text=True, timeout=60,
+        )
+    finally:
+        await web.stop()
+
+    crawler_window = {r["url"] for r in rows if r["in_window"]}
+    assert crawler_window == set(web.window(0, WINDOW, at=end))
+    assert listing.returncode == 0 and '"in_window": true' in listing.stdout
+
+    truth = truth_transitions(web, web.start_time, end)
+    by_url = {r["url"]: r for r in rows}
+    checked = 0
+    for url, flips in truth.items():
+        last_time, now_inside = flips[-1]
+        if last_time - web.start_time < 3.0:
+            continue  # in the window from the start: entered when first discovered
+        row = by_url[url]
+        seen = row["entered_window_at"] if now_inside else row["left_window_at"]
+        assert seen is not None, (url, flips)
+        lag = seen.timestamp() - last_time
+        assert -0.2 <= lag <= TOLERANCE_SECONDS, (url, flips, lag)
+        checked += 1
+    assert checked >= 8, checked
