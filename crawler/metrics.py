@@ -55,6 +55,9 @@ class Events(Protocol):
     def robots_denied(self) -> None:
         """A URL was not fetched because the host's robots.txt disallows it."""
 
+    def crawl_delay_capped(self) -> None:
+        """A host's robots.txt asked for a Crawl-delay above the maximum; it gets the maximum."""
+
     def host_backoff(self, seconds: float) -> None:
         """A host was put in backoff for ``seconds`` (429, 503, Retry-After, repeated errors)."""
 
@@ -120,6 +123,11 @@ class Metrics:
         )
         self.host_backoff_seconds = Counter(
             f"{PREFIX}_host_backoff_seconds", "Backoff time imposed on hosts, summed.", registry=r
+        )
+        self.crawl_delays_capped = Counter(
+            f"{PREFIX}_crawl_delay_capped",
+            "robots.txt Crawl-delay values above the configured maximum (crawled at the maximum).",
+            registry=r,
         )
         self.hosts_in_backoff = Gauge(
             f"{PREFIX}_hosts_in_backoff", "Hosts currently in backoff.", registry=r
@@ -214,6 +222,9 @@ class Metrics:
 
     def robots_denied(self) -> None:
         self.robots_denials.inc()
+
+    def crawl_delay_capped(self) -> None:
+        self.crawl_delays_capped.inc()
 
     def host_backoff(self, seconds: float) -> None:
         self.host_backoffs.inc()

@@ -58,6 +58,22 @@ class Settings(BaseSettings):
     politeness_delay: float = Field(
         1.0, ge=0, description="Minimum delay between two requests to one host."
     )
+    max_crawl_delay: float = Field(
+        30.0, ge=0, description="Highest robots.txt Crawl-delay honoured; above it, this."
+    )
+    robots_cache_seconds: float = Field(
+        86400.0, gt=0, le=86400.0,
+        description="How long a robots.txt is trusted (RFC 9309: at most 24 h).",
+    )
+    backoff_cap_seconds: float = Field(
+        86400.0, gt=0, description="Cap on Retry-After and on a host's backoff."
+    )
+    breaker_failure_threshold: int = Field(
+        5, ge=1, description="Consecutive host failures (5xx, timeouts) that open its breaker."
+    )
+    breaker_open_seconds: float = Field(
+        300.0, gt=0, description="First open period of a host's circuit breaker (doubles)."
+    )
     user_agent: str = Field(
         "crawler/0.1 (+https://github.com/crawler-project/crawler)",
         description="User-Agent header sent with every request.",
@@ -66,6 +82,9 @@ class Settings(BaseSettings):
     # --- fetching -------------------------------------------------------------------------
     connect_timeout: float = Field(10.0, gt=0, description="TCP/TLS connect timeout.")
     total_timeout: float = Field(30.0, gt=0, description="Whole-request timeout.")
+    first_byte_timeout: float = Field(
+        15.0, gt=0, description="Longest wait for the first byte, and any silence in a body."
+    )
     max_body_bytes: int = Field(
         10 * 1024 * 1024, gt=0, description="Body size cap; longer pages are truncated."
     )

@@ -12,6 +12,7 @@ from dataclasses import replace
 from crawler.core.extract import ParsedPage, parse_page
 from crawler.core.fingerprint import content_hash, hamming_distance, simhash64
 from crawler.core.model import (
+    DISALLOWED,
     GONE,
     NOT_MODIFIED,
     OK,
@@ -96,6 +97,8 @@ def observe(
 
 def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> UrlRecord:
     """The URL's state after this fetch (schedule aside)."""
+    if obs.outcome == DISALLOWED:
+        return replace(record, state="disallowed")  # not fetched: nothing else changes
     if obs.outcome == GONE:
         # A lifespan ends; consecutive_failures counts the gone answers in a row.
         return replace(

@@ -17,6 +17,7 @@ import uuid
 
 import asyncpg
 
+from crawler.core.backoff import CircuitBreaker
 from crawler.core.schedule import SchedulePolicy
 from crawler.daemon.http import make_app, start_server
 from crawler.daemon.planner import PlannerInputs, run_planner
@@ -25,8 +26,9 @@ from crawler.db import frontier, migrate
 from crawler.db.connect import create_pool, describe
 from crawler.db.queries import QUERIES
 from crawler.fetch import FetchLimits, new_session
-from crawler.net.ssrf import AddressPolicy
 from crawler.metrics import Metrics
+from crawler.net.ssrf import AddressPolicy
+from crawler.robots import product_token
 from crawler.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -48,11 +50,20 @@ def worker_config(settings: Settings, owner: str) -> WorkerConfig:
         poll_interval=settings.poll_interval,
         politeness_delay=settings.politeness_delay,
         simhash_threshold=settings.simhash_threshold,
+        robots_token=product_token(settings.user_agent),
+        max_crawl_delay=settings.max_crawl_delay,
+        robots_cache_seconds=settings.robots_cache_seconds,
+        breaker=CircuitBreaker(
+            cap_seconds=settings.backoff_cap_seconds,
+            failure_threshold=settings.breaker_failure_threshold,
+            open_seconds=settings.breaker_open_seconds,
+        ),
         max_outlinks=settings.max_outlinks,
         max_depth=settings.max_depth,
         limits=FetchLimits(
             connect_timeout=settings.connect_timeout,
             total_timeout=settings.total_timeout,
+            first_byte_timeout=settings.first_byte_timeout,
             max_body_bytes=settings.max_body_bytes,
         ),
         schedule=SchedulePolicy(
@@ -66,12 +77,17 @@ def worker_config(settings: Settings, owner: str) -> WorkerConfig:
     )
 
 
-async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics) -> None:
+async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics, settings: Settings) -> None:
     """Side task: the frontier's gauges, sampled from the database."""
     while True:
         with contextlib.suppress(asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
             counts = await pool.fetchrow(QUERIES["status_counts"])
             states = {r["state"]: r["n"] for r in await pool.fetch(QUERIES["urls_by_state"])}
+            health = await pool.fetchrow(
+                QUERIES["hosts_health"], settings.breaker_failure_threshold
+            )
+            if health is not None:
+                metrics.hosts_sampled(health["in_backoff"], health["circuit_open"])
             if counts is not None:
                 metrics.frontier_sampled(
                     states,
@@ -130,7 +146,7 @@ async def run_daemon(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    sampler = asyncio.create_task(sample_frontier(pool, metrics))
+    sampler = asyncio.create_task(sample_frontier(pool, metrics, settings))
     side_tasks = [sampler]
     if settings.schedule == "optimal":
 

@@ -12,21 +12,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from dataclasses import dataclass, field
 
 import aiohttp
 import asyncpg
 
+from crawler.core.backoff import CircuitBreaker, HostHealth, host_verdict
 from crawler.core.extract import ParsedPage
 from crawler.core.links import is_trap
-from crawler.core.model import GONE, HTTP_ERROR, FetchResult, UrlRecord
+from crawler.core.model import DISALLOWED, GONE, HTTP_ERROR, FetchResult, Schedule, UrlRecord
 from crawler.core.observe import observe, parse_result, updated_record
 from crawler.core.schedule import SchedulePolicy, next_fetch
 from crawler.db import frontier, windows
 from crawler.db.frontier import HostClaim
-from crawler.fetch import FetchLimits, fetch
+from crawler.db.queries import QUERIES
+from crawler.fetch import FetchLimits, fetch, fetch_robots
 from crawler.metrics import Events
+from crawler.robots import DISALLOW_ALL, RobotsPolicy, decide_robots, needs_fetch, rules_changed
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +47,24 @@ class WorkerConfig:
     poll_interval: float = 1.0
     politeness_delay: float = 1.0
     simhash_threshold: int = 6
+    robots_token: str = "crawler"
+    max_crawl_delay: float = 30.0
+    robots_cache_seconds: float = 86400.0
+    breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
     max_outlinks: int = 1000
     max_depth: int = 16
     limits: FetchLimits = field(default_factory=FetchLimits)
     schedule: SchedulePolicy = field(default_factory=SchedulePolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class HostGate:
+    """What robots.txt and politeness allow on one leased host."""
+
+    policy: RobotsPolicy
+    delay: float
+    next_request_at: float
+    robots_expires_at: float
 
 
 def window_links(record: UrlRecord, page: ParsedPage, max_depth: int) -> list[str]:
@@ -127,12 +145,18 @@ class Worker:
     async def drain_host(self, host: HostClaim) -> None:
         """Fetch a leased host's URLs one at a time, politely, then give the host back."""
         cfg = self.config
-        delay = max(cfg.politeness_delay, host.crawl_delay_seconds or 0.0)
         # Stop early enough that the last request ends before the lease does.
         deadline = host.lease_expires_at - cfg.limits.total_timeout - 5.0
-        next_request_at = 0.0
         try:
+            gate = await self._robots_gate(host)
+            if gate is None:
+                return
+            health = host.health
+            next_request_at = gate.next_request_at
             for record in host.urls:
+                if not gate.policy.allowed(record.url):
+                    await self._record_disallowed(record, gate, next_request_at, health)
+                    continue
                 wait = next_request_at - time.time()
                 if wait > 0:
                     self.events.politeness_wait(wait)
@@ -141,12 +165,84 @@ class Worker:
                 if self.stopping.is_set() or time.time() > deadline:
                     break
                 result = await fetch(self.session, record, cfg.limits)
-                next_request_at = time.time() + delay
-                await self._record(record, result, next_request_at)
+                next_request_at = time.time() + gate.delay
+                health = cfg.breaker.after(
+                    health, host_verdict(result), time.time(),
+                    retry_after_seconds=result.retry_after_seconds, rng_value=random.random(),
+                )
+                await self._record(record, result, next_request_at, health)
+                if health.backoff_until is not None and health.backoff_until > time.time():
+                    self.events.host_backoff(health.backoff_until - time.time())
+                    break  # 429/503 or repeated failures: leave the host alone for a while
         finally:
             await asyncio.shield(self._release(host))
 
-    async def _record(self, record: UrlRecord, result: FetchResult, next_request_at: float) -> None:
+    async def _robots_gate(self, host: HostClaim) -> HostGate | None:
+        """The host's robots.txt rules (fetched first when stale) and its politeness delay.
+
+        None when robots.txt is unreachable: RFC 9309 says complete disallow, so the host
+        waits, backed off until the robots.txt retry, and its URLs stay due.
+        """
+        cfg = self.config
+        state = host.robots
+        next_request_at = 0.0
+        if needs_fetch(state, time.time()):
+            fetched = await fetch_robots(self.session, host.origin, cfg.limits)
+            new_state = decide_robots(
+                state, fetched, time.time(), cache_seconds=cfg.robots_cache_seconds
+            )
+        else:
+            new_state = state
+        assert new_state is not None
+        policy = RobotsPolicy.from_state(new_state, cfg.robots_token)
+        crawl_delay, capped = policy.crawl_delay(cfg.max_crawl_delay)
+        delay = max(cfg.politeness_delay, crawl_delay or 0.0)
+        if new_state is not state:
+            if capped:
+                self.events.crawl_delay_capped()
+            next_request_at = time.time() + delay
+            await self._with_db_retry(lambda: frontier.store_robots(
+                self.pool, host.host_id, new_state, crawl_delay, next_request_at
+            ))
+            if rules_changed(state, new_state):
+                await self._with_db_retry(
+                    lambda: self.pool.execute(QUERIES["recheck_disallowed"], host.host_id)
+                )
+        if policy.mode == DISALLOW_ALL:
+            until = new_state.expires_at
+            await self._with_db_retry(lambda: self.pool.execute(
+                QUERIES["set_host_backoff"], host.host_id, frontier.to_datetime(until)
+            ))
+            self.events.host_backoff(until - time.time())
+            return None
+        return HostGate(policy, delay, next_request_at, new_state.expires_at)
+
+    async def _record_disallowed(
+        self, record: UrlRecord, gate: HostGate, next_request_at: float, health: HostHealth
+    ) -> None:
+        """A URL robots.txt forbids: recorded as such, not fetched, rechecked with robots.txt."""
+        now = time.time()
+        result = FetchResult(fetched_at=now, duration_seconds=0.0, outcome=DISALLOWED,
+                             error_kind="robots_txt")
+        obs = observe(record, result, self.config.simhash_threshold)
+        after = updated_record(record, result, obs)
+        recheck_at = max(gate.robots_expires_at, now + self.config.schedule.min_interval_seconds)
+        args = frontier.record_args(
+            after, obs, Schedule(recheck_at), host_next_request_at=next_request_at,
+            host_consecutive_failures=health.consecutive_failures,
+            host_backoff_until=health.backoff_until,
+        )
+        await self._with_db_retry(lambda: frontier.record_fetch(self.pool, args), timed=True)
+        self.events.robots_denied()
+        self.events.fetch_completed(obs)
+
+    async def _record(
+        self,
+        record: UrlRecord,
+        result: FetchResult,
+        next_request_at: float,
+        health: HostHealth,
+    ) -> None:
         cfg = self.config
         windowed = record.site_id is not None
         page = parse_result(
@@ -160,6 +256,8 @@ class Worker:
             obs,
             schedule,
             host_next_request_at=next_request_at,
+            host_consecutive_failures=health.consecutive_failures,
+            host_backoff_until=health.backoff_until,
             redirect_to=result.redirect_to,
         )
         if record.site_id is None:

@@ -13,10 +13,12 @@ from typing import Any
 import asyncpg
 
 from crawler.core import fingerprint
+from crawler.core.backoff import HostHealth
 from crawler.core.estimate import ChangeHistory
 from crawler.core.model import Observation, Schedule, UrlRecord
 from crawler.core.periodic import PeriodicModel
 from crawler.db.queries import QUERIES
+from crawler.robots import RobotsState
 
 UTC = dt.UTC
 SEED_BATCH = 5000
@@ -59,6 +61,8 @@ class HostClaim:
     origin: str
     crawl_delay_seconds: float | None
     lease_expires_at: float
+    health: HostHealth = field(default_factory=HostHealth)
+    robots: RobotsState | None = None
     urls: list[UrlRecord] = field(default_factory=list)
 
 
@@ -95,6 +99,42 @@ async def seed(
             )
         )
     return SeedResult(inserted=inserted, already_known=len(unique) - inserted)
+
+
+def robots_from_row(row: asyncpg.Record) -> RobotsState | None:
+    fetched_at = to_seconds(row["robots_fetched_at"])
+    expires_at = to_seconds(row["robots_expires_at"])
+    if fetched_at is None or expires_at is None:
+        return None
+    return RobotsState(
+        body=row["robots_body"],
+        status=row["robots_status"],
+        fetched_at=fetched_at,
+        good_at=to_seconds(row["robots_good_at"]),
+        expires_at=expires_at,
+        unreachable_since=to_seconds(row["robots_unreachable_since"]),
+    )
+
+
+async def store_robots(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    host_id: int,
+    state: RobotsState,
+    crawl_delay_seconds: float | None,
+    next_request_at: float,
+) -> None:
+    await conn.execute(
+        QUERIES["store_robots"],
+        host_id,
+        state.body,
+        state.status,
+        to_datetime(state.fetched_at),
+        to_datetime(state.good_at),
+        to_datetime(state.expires_at),
+        to_datetime(state.unreachable_since),
+        crawl_delay_seconds,
+        to_datetime(next_request_at),
+    )
 
 
 def record_from_row(row: asyncpg.Record) -> UrlRecord:
@@ -149,7 +189,12 @@ async def claim(
             expires = to_seconds(row["host_lease_expires_at"])
             assert expires is not None
             host = claims[row["host_id"]] = HostClaim(
-                row["host_id"], row["origin"], row["crawl_delay_seconds"], expires
+                row["host_id"],
+                row["origin"],
+                row["crawl_delay_seconds"],
+                expires,
+                HostHealth(row["host_failures"], to_seconds(row["backoff_until"])),
+                robots_from_row(row),
             )
         if row["url_id"] is not None:
             host.urls.append(record_from_row(row))

@@ -44,7 +44,10 @@ leased_hosts AS (
         lease_expires_at = now() + make_interval(secs => $4)
     FROM ready_hosts AS r
     WHERE h.id = r.id
-    RETURNING h.id, h.origin, h.crawl_delay_seconds, h.lease_expires_at
+    RETURNING h.id, h.origin, h.crawl_delay_seconds, h.lease_expires_at,
+              h.consecutive_failures AS host_failures, h.backoff_until, h.robots_body,
+              h.robots_status, h.robots_fetched_at, h.robots_good_at, h.robots_expires_at,
+              h.robots_unreachable_since
 ),
 due_urls AS (
     SELECT u.id, lh.lease_expires_at
@@ -69,7 +72,9 @@ leased_urls AS (
     RETURNING u.*
 )
 SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
-       lh.lease_expires_at AS host_lease_expires_at,
+       lh.lease_expires_at AS host_lease_expires_at, lh.host_failures, lh.backoff_until,
+       lh.robots_body, lh.robots_status, lh.robots_fetched_at, lh.robots_good_at,
+       lh.robots_expires_at, lh.robots_unreachable_since,
        lu.id AS url_id, lu.url, lu.state, lu.importance, lu.next_fetch_at, lu.last_fetched_at,
        lu.last_status, lu.last_simhash, lu.last_content_hash, lu.etag, lu.last_modified,
        lu.fetch_count, lu.change_count, lu.consecutive_failures, lu.changed_intervals_days,
@@ -331,3 +336,26 @@ SELECT u.url, u.depth, u.in_window, u.state, u.last_status, u.entered_window_at,
 FROM urls AS u JOIN sites AS s ON s.id = u.site_id
 WHERE s.root_url = $1
 ORDER BY u.depth NULLS LAST, u.id;
+
+-- name: store_robots
+-- A host's robots.txt after a fetch of it, its Crawl-delay, and its politeness clock (the
+-- robots.txt request counts as a request to the host).
+UPDATE hosts
+SET robots_body = $2, robots_status = $3, robots_fetched_at = $4, robots_good_at = $5,
+    robots_expires_at = $6, robots_unreachable_since = $7, crawl_delay_seconds = $8,
+    next_request_at = $9
+WHERE id = $1;
+
+-- name: recheck_disallowed
+-- robots.txt changed: every URL it had disallowed is due again, to be judged by the new rules.
+UPDATE urls SET next_fetch_at = LEAST(next_fetch_at, now())
+WHERE host_id = $1 AND state = 'disallowed';
+
+-- name: set_host_backoff
+UPDATE hosts SET backoff_until = $2 WHERE id = $1;
+
+-- name: hosts_health
+SELECT count(*) FILTER (WHERE backoff_until > now()) AS in_backoff,
+       count(*) FILTER (WHERE backoff_until > now() AND consecutive_failures >= $1)
+           AS circuit_open
+FROM hosts;

@@ -18,7 +18,7 @@ import math
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 from aiohttp import web
@@ -78,6 +78,11 @@ class DemoWeb:
         self._site_by_address = {address: k for k, address in enumerate(self.addresses)}
         self._visits: Counter[tuple[int, str]] = Counter()
         self._runner: web.AppRunner | None = None
+
+    @property
+    def visits(self) -> Mapping[tuple[int, str], int]:
+        """Requests answered so far, per (site index, path); tests compare it with records."""
+        return self._visits
 
     # -- lifecycle ------------------------------------------------------------------------
 

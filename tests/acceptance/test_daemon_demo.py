@@ -102,7 +102,7 @@ async def test_daemon_detects_known_changes_and_drains_on_sigterm(db_url: str) -
     assert leased == 0 and hosts_leased == 0, output
 
     # Nothing lost: every request the server answered is an observation in the database.
-    served = sum(web._visits.values())
+    served = sum(web.visits.values())
     assert len(rows) == served, (len(rows), served)
 
     by_url: dict[str, list[asyncpg.Record]] = {}
@@ -128,5 +128,10 @@ async def test_daemon_detects_known_changes_and_drains_on_sigterm(db_url: str) -
     assert not any(o["changed"] for o in cosmetic)
     # Bytes differ on every full response (a per-request counter); 304s carry no body.
     assert sum(bool(o["content_changed"]) for o in cosmetic) >= 5
+    # A page that never changes is refetched with If-None-Match: each answer is a 304,
+    # recorded as an observation of "not changed".
+    still = by_url[f"{web.origins[1]}/still"]
+    assert still[0]["outcome"] == "ok"
+    assert all(o["outcome"] == "not_modified" and o["changed"] is False for o in still[1:])
     scheduled = by_url[f"{web.origins[0]}/scheduled"]
     assert sum(bool(o["changed"]) for o in scheduled) >= 4

@@ -16,7 +16,7 @@ from crawler.db import frontier
 from crawler.fetch import FetchLimits, new_session
 from crawler.net.ssrf import AddressPolicy
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(180)
 
 
 class NullEvents:
@@ -35,6 +35,7 @@ class RecordingServer:
         self.spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
         self.in_flight: dict[str, int] = defaultdict(int)
         self.max_in_flight: dict[str, int] = defaultdict(int)
+        self.paths: dict[str, list[str]] = defaultdict(list)
         self.runner: web.AppRunner | None = None
         self.port = 0
 
@@ -46,8 +47,12 @@ class RecordingServer:
         await asyncio.sleep(self.handle_seconds)
         self.in_flight[host] -= 1
         self.spans[host].append((start, time.time()))
+        self.paths[host].append(request.path)
         return web.Response(text=f"<html><body><p>{request.path} words here</p></body></html>",
                             content_type="text/html")
+
+    def pages_served(self) -> int:
+        return sum(p != "/robots.txt" for paths in self.paths.values() for p in paths)
 
     async def start(self) -> None:
         app = web.Application()
@@ -66,11 +71,12 @@ class RecordingServer:
 
 
 async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
-    delay = 0.25
-    addresses = [f"127.0.0.{i}" for i in range(2, 8)]
-    server = RecordingServer(addresses)
+    """Issue 4's scenario: two daemons, 200 URLs on each of 20 loopback hosts."""
+    delay = 0.05
+    addresses = [f"127.0.0.{i}" for i in range(2, 22)]
+    server = RecordingServer(addresses, handle_seconds=0.005)
     await server.start()
-    per_host = 12
+    per_host = 200
     urls = [(f"http://{a}:{server.port}/p{i}", 1.0) for a in addresses for i in range(per_host)]
     pools = [await asyncpg.create_pool(db_url, min_size=1, max_size=4) for _ in range(2)]
     await frontier.seed(pools[0], urls, time.time() - 1)
@@ -81,7 +87,7 @@ async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
                               address_policy=AddressPolicy(["127.0.0.0/8"]))
         sessions.append(session)
         cfg = WorkerConfig(
-            owner=f"daemon-{n}", concurrency=4, claim_batch_hosts=2, claim_urls_per_host=3,
+            owner=f"daemon-{n}", concurrency=8, claim_batch_hosts=4, claim_urls_per_host=25,
             lease_seconds=30.0, poll_interval=0.05, politeness_delay=delay,
             limits=FetchLimits(total_timeout=5.0),
             schedule=SchedulePolicy(default_interval_seconds=3600.0),
@@ -89,8 +95,8 @@ async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
         workers.append(Worker(cfg, pool, session, NullEvents()))
     tasks = [asyncio.create_task(w.run()) for w in workers]
     try:
-        deadline = time.time() + 60
-        while sum(len(s) for s in server.spans.values()) < len(urls) and time.time() < deadline:
+        deadline = time.time() + 90
+        while server.pages_served() < len(urls) and time.time() < deadline:
             await asyncio.sleep(0.1)
     finally:
         for w in workers:
@@ -103,8 +109,11 @@ async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
             await p.close()
         await server.stop()
 
-    assert sum(len(s) for s in server.spans.values()) == len(urls)
+    assert server.pages_served() == len(urls)
+    # Every host was asked for robots.txt first (and it counts as a request below).
+    assert all(paths[0] == "/robots.txt" for paths in server.paths.values())
     assert all(w.fetches_recorded > 0 for w in workers), "both daemons should take part"
+    assert len(server.max_in_flight) == len(addresses)
     assert set(server.max_in_flight.values()) == {1}
     for host, spans in server.spans.items():
         spans.sort()
