@@ -21,7 +21,7 @@ from crawler.core.backoff import CircuitBreaker
 from crawler.core.schedule import SchedulePolicy
 from crawler.daemon.http import make_app, start_server
 from crawler.daemon.planner import PlannerInputs, run_planner
-from crawler.daemon.worker import Worker, WorkerConfig
+from crawler.daemon.worker import DB_UNAVAILABLE, Worker, WorkerConfig
 from crawler.db import frontier, migrate
 from crawler.db.connect import create_pool, describe
 from crawler.db.queries import QUERIES
@@ -179,7 +179,7 @@ async def run_daemon(
             hurry_task = asyncio.create_task(hurry.wait())
             await _drain(in_flight, hurry_task, settings.shutdown_grace)
             hurry_task.cancel()
-        released = await frontier.release_owner(pool, owner)
+        released = await _release_leases(pool, owner)
         for side_task in side_tasks:
             side_task.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -189,6 +189,18 @@ async def run_daemon(
         await pool.close()
         log.info("stopped after %.0fs: %d fetches recorded, %d leases released",
                  time.monotonic() - started, worker.fetches_recorded, released)
+    return 0
+
+
+async def _release_leases(pool: asyncpg.Pool, owner: str) -> int:
+    """Give back every lease, retrying briefly if the database is away (else they expire)."""
+    for attempt in range(10):
+        try:
+            return await frontier.release_owner(pool, owner)
+        except DB_UNAVAILABLE as exc:
+            log.warning("releasing leases failed (%s); attempt %d", exc, attempt + 1)
+            await asyncio.sleep(0.5)
+    log.error("could not release leases; they expire in CRAWLER_LEASE_SECONDS")
     return 0
 
 

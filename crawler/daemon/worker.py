@@ -35,6 +35,13 @@ from crawler.robots import DISALLOW_ALL, RobotsPolicy, decide_robots, needs_fetc
 log = logging.getLogger(__name__)
 
 DB_RETRY_MAX_SECONDS = 30.0
+# The server is restarting or unreachable: wait and retry (every retried write is idempotent).
+DB_UNAVAILABLE = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.OperatorInterventionError,  # admin shutdown, crash, cannot connect now
+)
 
 
 @dataclass
@@ -115,8 +122,9 @@ class Worker:
                         max_hosts=batch,  # noqa: B023 - awaited before the loop moves on
                         urls_per_host=cfg.claim_urls_per_host,
                         lease_seconds=cfg.lease_seconds,
-                    )
-                )
+                    ),
+                    until_stop=True,
+                ) or []
             for host in claims:
                 task = asyncio.create_task(self.drain_host(host), name=f"host-{host.host_id}")
                 self.host_tasks.add(task)
@@ -134,7 +142,7 @@ class Worker:
     async def _sleep_until_work(self) -> None:
         timeout = self.config.poll_interval
         if len(self.host_tasks) < self.config.concurrency:
-            with contextlib.suppress(asyncpg.PostgresError, OSError):
+            with contextlib.suppress(asyncpg.PostgresError, *DB_UNAVAILABLE):
                 due = await frontier.earliest_due(self.pool)
                 if due is not None:
                     timeout = min(timeout, max(0.01, due - time.time()))
@@ -282,23 +290,29 @@ class Worker:
             log.info("fetch %s: %s", record.url, obs.error_kind)
 
     async def _release(self, host: HostClaim) -> None:
-        with contextlib.suppress(asyncpg.PostgresError, OSError):
+        with contextlib.suppress(asyncpg.PostgresError, *DB_UNAVAILABLE):
             await frontier.release_host(self.pool, host.host_id, self.config.owner)
 
-    async def _with_db_retry(self, op, *, timed: bool = False):  # type: ignore[no-untyped-def]
+    async def _with_db_retry(self, op, *, timed: bool = False, until_stop: bool = False):  # type: ignore[no-untyped-def]
         """Run a database operation, retrying with backoff while the server is unreachable.
 
         Every operation retried here is idempotent (absolute values, unique observations).
+        ``until_stop`` operations (claims) give up, returning None, once the daemon stops.
         """
         backoff = 0.1
         while True:
+            if until_stop and self.stopping.is_set():
+                return None
             started = time.monotonic()
             try:
                 value = await op()
-            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-                    asyncpg.CannotConnectNowError) as exc:
+            except DB_UNAVAILABLE as exc:
                 log.warning("database unavailable (%s); retrying in %.1fs", exc, backoff)
-                await asyncio.sleep(backoff)
+                if until_stop:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.stopping.wait(), backoff)
+                else:
+                    await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, DB_RETRY_MAX_SECONDS)
                 continue
             if timed:

