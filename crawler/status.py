@@ -26,15 +26,40 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+LISTED = 5
+
+
 async def collect_status(url: str) -> dict[str, Any]:
     conn = await asyncpg.connect(url)
     try:
         counts = await conn.fetchrow(QUERIES["status_counts"])
         states = {r["state"]: r["n"] for r in await conn.fetch(QUERIES["urls_by_state"])}
+        planner = {r["key"]: r["value"] for r in await conn.fetch(QUERIES["load_planner_state"])}
+        overdue = await conn.fetch(QUERIES["most_overdue_urls"], LISTED)
+        backoff = await conn.fetch(QUERIES["hosts_in_backoff"], LISTED)
     finally:
         await conn.close()
     assert counts is not None
+    budget = planner.get("budget_per_day")
+    achieved = planner.get("achieved_per_day")
     return {
+        "planner": {
+            "mu": planner.get("mu"),
+            "budget_per_day": budget,
+            "achieved_per_day": achieved,
+            "budget_use": achieved / budget if budget and achieved is not None else None,
+            "estimated_freshness": planner.get("estimated_freshness"),
+            "estimated_beta_currency": planner.get("estimated_beta_currency"),
+        },
+        "most_overdue": [
+            {"url": r["url"], "overdue_seconds": float(r["overdue_seconds"])} for r in overdue
+        ],
+        "hosts_in_backoff": [
+            {"origin": r["origin"], "backoff_until": _jsonable(r["backoff_until"]),
+             "consecutive_failures": r["consecutive_failures"],
+             "robots_unreachable": r["robots_unreachable"]}
+            for r in backoff
+        ],
         "urls": counts["urls"],
         "urls_by_state": states,
         "due_now": counts["due_now"],
@@ -59,8 +84,32 @@ def render_status(status: dict[str, Any]) -> str:
         ("fetches, last hour", status["fetches_last_hour"]),
         ("changes, last hour", status["changes_last_hour"]),
     ]
+    planner = status["planner"]
+
+    def number(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    rows += [
+        ("estimated freshness", number(planner["estimated_freshness"], ".3f")),
+        ("estimated β-currency", number(planner["estimated_beta_currency"], ".3f")),
+        ("budget, fetches/day", number(planner["budget_per_day"], ".0f")),
+        ("achieved, fetches/day", number(planner["achieved_per_day"], ".0f")),
+        ("budget use", number(planner["budget_use"], ".0%")),
+        ("planner μ", number(planner["mu"], ".4g")),
+    ]
     width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    if status["most_overdue"]:
+        lines += ["", "most overdue URLs"]
+        lines += [f"  {o['overdue_seconds']:>10.0f} s  {o['url']}" for o in status["most_overdue"]]
+    if status["hosts_in_backoff"]:
+        lines += ["", "hosts in backoff"]
+        lines += [
+            f"  {h['origin']}  until {h['backoff_until']}  failures {h['consecutive_failures']}"
+            + ("  (robots.txt unreachable)" if h["robots_unreachable"] else "")
+            for h in status["hosts_in_backoff"]
+        ]
+    return "\n".join(lines)
 
 
 URL_FIELDS = (

@@ -359,3 +359,18 @@ SELECT count(*) FILTER (WHERE backoff_until > now()) AS in_backoff,
        count(*) FILTER (WHERE backoff_until > now() AND consecutive_failures >= $1)
            AS circuit_open
 FROM hosts;
+
+-- name: most_overdue_urls
+SELECT url, next_fetch_at, EXTRACT(EPOCH FROM now() - next_fetch_at) AS overdue_seconds
+FROM urls
+WHERE next_fetch_at <= now()
+ORDER BY next_fetch_at
+LIMIT $1;
+
+-- name: hosts_in_backoff
+SELECT origin, backoff_until, consecutive_failures,
+       robots_unreachable_since IS NOT NULL AS robots_unreachable
+FROM hosts
+WHERE backoff_until > now()
+ORDER BY backoff_until DESC
+LIMIT $1;
