@@ -72,3 +72,45 @@ def window_changes(
         if depth != old_depth or now_in != was_in:
             changes.append(Membership(url_id, depth, now_in))
     return changes
+
+
+# Cho & Garcia-Molina's lifespan classes (Fig. 4): up to a week, a month, four months, longer.
+LIFESPAN_BUCKETS_DAYS: tuple[tuple[str, float], ...] = (
+    ("<=1w", 7.0), ("1w-1m", 30.0), ("1m-4m", 120.0), (">4m", float("inf")),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Lifespan:
+    """A page's visible lifespan in the window, by both of the paper's methods.
+
+    Method 1 takes the observed span as the lifespan. Method 2 doubles it for a page whose
+    lifespan began before observation started or had not ended when it stopped (censored),
+    since such a page's true lifespan is anywhere from the span to infinity.
+    """
+
+    method1_days: float
+    method2_days: float
+    censored: bool
+
+
+def visible_lifespan(
+    entered_at: float, left_at: float | None, observed_until: float, *, existed_before: bool
+) -> Lifespan:
+    """The visible lifespan of a page from its window entry and exit (POSIX seconds)."""
+    end = observed_until if left_at is None else left_at
+    days = max(0.0, end - entered_at) / 86400.0
+    censored = existed_before or left_at is None
+    return Lifespan(days, 2.0 * days if censored else days, censored)
+
+
+def lifespan_histogram(lifespans_days: Sequence[float]) -> dict[str, float]:
+    """Fraction of pages in each of the paper's lifespan classes."""
+    counts = dict.fromkeys((name for name, _ in LIFESPAN_BUCKETS_DAYS), 0)
+    for days in lifespans_days:
+        for name, limit in LIFESPAN_BUCKETS_DAYS:
+            if days <= limit:
+                counts[name] += 1
+                break
+    total = max(len(lifespans_days), 1)
+    return {name: n / total for name, n in counts.items()}

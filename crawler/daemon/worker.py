@@ -281,6 +281,7 @@ class Worker:
                     self.pool, args, url_id=record.url_id, site_id=site_id,
                     host_id=record.host_id, out_links=links,
                     state_changed=after.state != record.state, now=obs.fetched_at,
+                    first_fetch=record.last_fetched_at is None,
                 ),
                 timed=True,
             )

@@ -257,7 +257,7 @@ RETURNING id;
 -- name: attach_window_root
 -- The root of a windowed site: depth 0, in the window, due now if it was parked.
 UPDATE urls
-SET site_id = $2, depth = 0, in_window = true,
+SET site_id = $2, depth = 0, in_window = true, discovered_initially = true,
     entered_window_at = CASE WHEN in_window THEN entered_window_at ELSE now() END,
     left_window_at = NULL,
     next_fetch_at = LEAST(next_fetch_at, now())
@@ -271,8 +271,8 @@ WITH input AS (
     FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS t(url, host_id, ord)
 ),
 inserted AS (
-    INSERT INTO urls (url, host_id, site_id, next_fetch_at)
-    SELECT url, host_id, $3, 'infinity' FROM input
+    INSERT INTO urls (url, host_id, site_id, next_fetch_at, discovered_initially)
+    SELECT url, host_id, $3, 'infinity', $4 FROM input
     ON CONFLICT (url) DO UPDATE SET site_id = COALESCE(urls.site_id, EXCLUDED.site_id)
     RETURNING id, url
 )
@@ -332,7 +332,8 @@ GROUP BY s.id ORDER BY s.root_url;
 
 -- name: site_urls
 SELECT u.url, u.depth, u.in_window, u.state, u.last_status, u.entered_window_at,
-       u.left_window_at, u.last_fetched_at, u.fetch_count, u.change_count
+       u.left_window_at, u.last_fetched_at, u.fetch_count, u.change_count,
+       u.discovered_initially, s.created_at AS site_created_at, now() AS observed_until
 FROM urls AS u JOIN sites AS s ON s.id = u.site_id
 WHERE s.root_url = $1
 ORDER BY u.depth NULLS LAST, u.id;

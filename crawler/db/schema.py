@@ -123,6 +123,9 @@ urls = Table(
     Column("in_window", Boolean, nullable=False, server_default=text("false")),
     Column("entered_window_at", DateTime(timezone=True), nullable=True),
     Column("left_window_at", DateTime(timezone=True), nullable=True),
+    # Found on the first fetch of the page linking to it (or the root): it existed before
+    # observation began, so its visible lifespan is censored at the start.
+    Column("discovered_initially", Boolean, nullable=False, server_default=text("false")),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     CheckConstraint(
         "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"

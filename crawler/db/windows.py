@@ -14,7 +14,13 @@ from typing import Any
 
 import asyncpg
 
-from crawler.core.window import bfs_window, window_changes
+from crawler.core.window import (
+    Lifespan,
+    bfs_window,
+    lifespan_histogram,
+    visible_lifespan,
+    window_changes,
+)
 from crawler.db import frontier
 from crawler.db.queries import QUERIES
 
@@ -27,16 +33,23 @@ async def register_site(conn: asyncpg.Connection, root_url: str, window_size: in
 
 
 async def store_out_links(
-    conn: asyncpg.Connection, url_id: int, site_id: int, host_id: int, targets: Sequence[str]
+    conn: asyncpg.Connection,
+    url_id: int,
+    site_id: int,
+    host_id: int,
+    targets: Sequence[str],
+    *,
+    first_fetch: bool = False,
 ) -> bool:
     """Replace a page's out-links with ``targets`` (same-site, normalised, in page order).
 
-    New URLs join the site parked; returns whether the page's out-links changed.
+    New URLs join the site parked; those found on the page's first fetch existed before
+    observation began. Returns whether the page's out-links changed.
     """
     unique = list(dict.fromkeys(targets))
     ids: list[int] = (
         [r["id"] for r in await conn.fetch(
-            QUERIES["discover_urls"], unique, [host_id] * len(unique), site_id
+            QUERIES["discover_urls"], unique, [host_id] * len(unique), site_id, first_fetch
         )]
         if unique
         else []
@@ -85,6 +98,7 @@ async def record_windowed_fetch(
     out_links: Sequence[str] | None,
     state_changed: bool,
     now: float,
+    first_fetch: bool = False,
 ) -> None:
     """``record_fetch`` plus the page's out-links and the site's window, in one transaction.
 
@@ -95,7 +109,9 @@ async def record_windowed_fetch(
         await frontier.record_fetch(conn, args)
         changed = state_changed
         if out_links is not None:
-            changed |= await store_out_links(conn, url_id, site_id, host_id, out_links)
+            changed |= await store_out_links(
+                conn, url_id, site_id, host_id, out_links, first_fetch=first_fetch
+            )
         if changed:
             await recompute_window(conn, site_id, now)
 
@@ -105,7 +121,7 @@ def _iso(value: dt.datetime | None) -> str | None:
 
 
 async def sites_summary(conn: asyncpg.Connection) -> list[dict[str, Any]]:
-    return [
+    sites = [
         {
             "root_url": r["root_url"],
             "window_size": r["window_size"],
@@ -117,9 +133,26 @@ async def sites_summary(conn: asyncpg.Connection) -> list[dict[str, Any]]:
         }
         for r in await conn.fetch(QUERIES["sites_summary"])
     ]
+    for site in sites:
+        site["lifespans"] = await site_lifespans(conn, site["root_url"])
+    return sites
+
+
+def _lifespan(row: asyncpg.Record) -> Lifespan | None:
+    entered = row["entered_window_at"]
+    if entered is None:
+        return None
+    left = row["left_window_at"]
+    return visible_lifespan(
+        entered.timestamp(),
+        None if left is None or row["in_window"] else left.timestamp(),
+        row["observed_until"].timestamp(),
+        existed_before=row["discovered_initially"],
+    )
 
 
 async def site_urls(conn: asyncpg.Connection, root_url: str) -> list[dict[str, Any]]:
+    rows = await conn.fetch(QUERIES["site_urls"], root_url)
     return [
         {
             "url": r["url"],
@@ -132,6 +165,31 @@ async def site_urls(conn: asyncpg.Connection, root_url: str) -> list[dict[str, A
             "last_fetched_at": _iso(r["last_fetched_at"]),
             "fetch_count": r["fetch_count"],
             "change_count": r["change_count"],
+            **_lifespan_fields(_lifespan(r)),
         }
-        for r in await conn.fetch(QUERIES["site_urls"], root_url)
+        for r in rows
     ]
+
+
+def _lifespan_fields(lifespan: Lifespan | None) -> dict[str, Any]:
+    if lifespan is None:
+        return {"lifespan_days": None, "lifespan_days_method2": None, "lifespan_censored": None}
+    return {
+        "lifespan_days": lifespan.method1_days,
+        "lifespan_days_method2": lifespan.method2_days,
+        "lifespan_censored": lifespan.censored,
+    }
+
+
+async def site_lifespans(conn: asyncpg.Connection, root_url: str) -> dict[str, Any]:
+    """Cho & Garcia-Molina's visible-lifespan histograms (Fig. 4) for a site, both methods."""
+    lifespans = [
+        span for span in (_lifespan(r) for r in await conn.fetch(QUERIES["site_urls"], root_url))
+        if span is not None
+    ]
+    return {
+        "pages": len(lifespans),
+        "censored": sum(span.censored for span in lifespans),
+        "method1": lifespan_histogram([s.method1_days for s in lifespans]),
+        "method2": lifespan_histogram([s.method2_days for s in lifespans]),
+    }

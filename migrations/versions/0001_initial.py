@@ -101,6 +101,10 @@ def upgrade() -> None:
         sa.Column("in_window", sa.Boolean(), nullable=False, server_default=sa.text("false")),
         sa.Column("entered_window_at", TZ, nullable=True),
         sa.Column("left_window_at", TZ, nullable=True),
+        sa.Column(
+            "discovered_initially", sa.Boolean(), nullable=False,
+            server_default=sa.text("false"),
+        ),
         sa.Column("created_at", TZ, nullable=False, server_default=sa.text("now()")),
         sa.CheckConstraint(
             "state IN ('new', 'active', 'gone', 'error', 'redirected', 'disallowed')",

@@ -69,12 +69,16 @@ async def test_show_json_has_the_documented_shape(db_url: str) -> None:
 def test_window_commands(db_url: str) -> None:
     assert crawler(db_url, "seed", "--window", "50", "http://example.com/").returncode == 0
     sites = json.loads(crawler(db_url, "sites", "--json").stdout)
+    lifespans = sites[0].pop("lifespans")
     assert sites == [{"root_url": "http://example.com/", "window_size": 50, "in_window": 1,
                       "discovered": 1, "entered": 1, "left": 0,
                       "created_at": sites[0]["created_at"]}]
+    assert lifespans["pages"] == 1 and lifespans["censored"] == 1
+    assert set(lifespans["method1"]) == {"<=1w", "1w-1m", "1m-4m", ">4m"}
     urls = json.loads(crawler(db_url, "urls", "--site", "http://example.com/", "--json").stdout)
     assert urls[0]["url"] == "http://example.com/" and urls[0]["depth"] == 0
     assert urls[0]["in_window"] is True and urls[0]["status"] is None
+    assert urls[0]["lifespan_censored"] is True  # the root existed before observation
 
 
 @pytest.mark.parametrize("command", ["seed", "status", "show", "run", "sites", "urls", "demo"])

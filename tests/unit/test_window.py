@@ -45,3 +45,21 @@ def test_same_window_as_ground_truth(graph: dict[int, list[int]], size: int) -> 
     as_paths = {f"/{k}": [f"/{t}" for t in v] for k, v in closed.items()}
     expected = [int(p[1:]) for p in truth_window(as_paths, f"/{root}", size)]
     assert bfs_window(closed, root, size)[0] == expected
+
+
+def test_lifespans_by_both_methods() -> None:
+    from crawler.core.window import lifespan_histogram, visible_lifespan
+
+    day = 86400.0
+    # Born and died during observation: both methods agree.
+    inside = visible_lifespan(10 * day, 15 * day, 100 * day, existed_before=False)
+    assert (inside.method1_days, inside.method2_days, inside.censored) == (5.0, 5.0, False)
+    # Existed before observation began: method 2 doubles the observed span.
+    early = visible_lifespan(0.0, 20 * day, 100 * day, existed_before=True)
+    assert (early.method1_days, early.method2_days, early.censored) == (20.0, 40.0, True)
+    # Still alive at the end: censored too.
+    alive = visible_lifespan(40 * day, None, 100 * day, existed_before=False)
+    assert (alive.method1_days, alive.method2_days) == (60.0, 120.0)
+    histogram = lifespan_histogram([inside.method1_days, early.method1_days, alive.method1_days,
+                                    200.0])
+    assert histogram == {"<=1w": 0.25, "1w-1m": 0.25, "1m-4m": 0.25, ">4m": 0.25}
