@@ -7,7 +7,9 @@ database; each test gets its own database cloned from it.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -43,7 +45,9 @@ def pg_server_url() -> Iterator[str]:
         yield _with_database(configured, "postgres")
         return
     tmp = Path(tempfile.mkdtemp(prefix="crawler-test-pg-"))
-    # "delete": the server stops and its directory goes when the test process exits.
+    # atexit runs last-registered first: the server's own handler (registered by
+    # embedded_server below) stops it and deletes its data, then this removes the parent.
+    atexit.register(shutil.rmtree, tmp, True)
     server = embedded_server(tmp, cleanup_mode="delete")
     yield server.get_uri(database="postgres")
 
