@@ -530,6 +530,7 @@ def next_fetch_time(
     *,
     max_interval_days: float = DEFAULT_MAX_INTERVAL_DAYS,
     min_update_delay_days: float = 60.0 / 86400.0,
+    saw_change: bool = True,
 ) -> float:
     """When to fetch next: evenly spaced at 1/f, or just after an expected periodic update.
 
@@ -553,8 +554,8 @@ def next_fetch_time(
         candidate = next_update_after(periodic, target - delay - period) + delay
     else:
         candidate = next_update_after(periodic, last_fetch_days - delay) + delay
-    # A fetch that came a little early (inside the jitter window) would otherwise be repeated
-    # moments later: aim at the next cycle instead.
-    if candidate - last_fetch_days < 0.5 * period:
+    # A fetch that saw the update inside the jitter window would otherwise be repeated moments
+    # later: aim at the next cycle. One that came early and saw nothing retries at the target.
+    if saw_change and candidate - last_fetch_days < 0.5 * period:
         candidate += period
     return candidate

@@ -1,0 +1,164 @@
+"""The virtual-time simulator: populations, exact metrics, policies, and the issue-3 claims
+at a small, fast scale (the full-scale figures are in the README)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+
+from crawler.commands import simulate as simulate_command
+from crawler.core.estimate import ChangeHistory, GammaPrior, posterior_rate
+from crawler.sim.learning import approximate_posterior_rate
+from crawler.sim.policies import POLICIES
+from crawler.sim.populations import Population, grimes, wolf
+from crawler.sim.simulator import build_population, simulate
+
+
+def _constant_rate_population(pages: int, rate: float, days: float, seed: int) -> Population:
+    rng = np.random.default_rng(seed)
+    per_page = [np.sort(rng.random(rng.poisson(rate * days)) * days) for _ in range(pages)]
+    offsets = np.zeros(pages + 1, dtype=np.int64)
+    np.cumsum([times.size for times in per_page], out=offsets[1:])
+    return Population(
+        "constant", np.full(pages, rate), np.concatenate(per_page), offsets, ("poisson",) * pages
+    )
+
+
+def test_metrics_match_closed_forms_for_evenly_spaced_fetches() -> None:
+    # λ = 0.2 per day fetched every 5 days: r = 1 (MODEL.md section 4).
+    population = _constant_rate_population(400, 0.2, 400.0, seed=4)
+    result = simulate(population, "uniform", days=400.0, budget_per_day=80.0, warmup_days=50.0)
+    r, interval, beta = 1.0, 5.0, 1.0
+    assert result.freshness == pytest.approx((1 - math.exp(-r)) / r, abs=0.01)
+    age = interval * (0.5 - 1 / r + (1 - math.exp(-r)) / r**2)
+    assert result.age_days == pytest.approx(age, rel=0.05)
+    # Brewington & Cybenko eq. (22).
+    current = beta / interval + (1 - math.exp(-0.2 * (interval - beta))) / (0.2 * interval)
+    assert result.beta_currency == pytest.approx(current, abs=0.01)
+
+
+@pytest.fixture(scope="module")
+def brewington_small() -> dict[str, float]:
+    population = build_population("brewington", 3000, 480.0, seed=7)
+    return {
+        name: simulate(
+            population, name, days=480.0, budget_per_day=100.0, warmup_days=240.0, seed=7
+        ).freshness
+        for name in POLICIES
+    }
+
+
+def test_reference_table_at_small_scale(brewington_small: dict[str, float]) -> None:
+    # MODEL.md section 5, 30-day mean interval: uniform 0.828, Lagrange-optimal 0.842.
+    assert brewington_small["uniform"] == pytest.approx(0.828, abs=0.01)
+    assert brewington_small["oracle"] == pytest.approx(0.842, abs=0.01)
+    assert brewington_small["oracle"] > brewington_small["uniform"]
+
+
+def test_optimal_learns_close_to_oracle_and_beats_baselines(
+    brewington_small: dict[str, float],
+) -> None:
+    optimal = brewington_small["optimal"]
+    assert optimal >= 0.99 * brewington_small["oracle"]
+    for baseline in ("uniform", "proportional", "nutch-adaptive", "stormcrawler-adaptive"):
+        assert optimal > brewington_small[baseline], baseline
+
+
+def test_every_policy_spends_the_same_fetches() -> None:
+    population = build_population("wolf", 200, 10.0, seed=2)
+    fetches = {
+        simulate(population, name, days=10.0, budget_per_day=300.0, seed=2).fetches
+        for name in POLICIES
+    }
+    assert fetches == {3000}
+
+
+def test_wolf_population_shape() -> None:
+    population = wolf(5000, 30.0, np.random.default_rng(1))
+    assert population.change_rates_per_day.mean() == pytest.approx(1.5)
+    counts = np.diff(population.offsets)
+    kinds = np.array(population.kinds)
+    poisson = kinds == "poisson"
+    realised = counts[poisson].sum() / (population.change_rates_per_day[poisson].sum() * 30.0)
+    assert realised == pytest.approx(1.0, rel=0.03)
+    # Pareto (a = 1.5) renewals have an infinite-mean residual life: short windows run hot.
+    assert counts.sum() / (5000 * 30.0) == pytest.approx(1.5, rel=0.1)
+    assert np.mean(kinds == "poisson") == pytest.approx(0.6, abs=0.03)
+    assert np.mean(kinds == "quasi") == pytest.approx(0.1, abs=0.02)
+
+
+def test_grimes_population_clocks_and_working_hours() -> None:
+    population = grimes(600, 28.0, np.random.default_rng(3))
+    kinds = np.array(population.kinds)
+    daily = int(np.flatnonzero(kinds == "daily")[0])
+    times = population.change_times_days[population.offsets[daily] : population.offsets[daily + 1]]
+    spread_minutes = np.std((times - times[0] + 0.5) % 1.0) * 1440
+    assert spread_minutes < 10.0
+    workhours = np.flatnonzero(kinds == "poisson-workhours")
+    instants = np.concatenate(
+        [
+            population.change_times_days[population.offsets[i] : population.offsets[i + 1]]
+            for i in workhours
+        ]
+    )
+    hour = (instants % 1.0) * 24
+    in_work = (hour >= 8) & (hour < 20) & (np.floor(instants % 7) < 5)
+    # Intensity 3× in 60 of 168 weekly hours: 180 / (180 + 108) of the changes.
+    assert np.mean(in_work) == pytest.approx(180 / 288, abs=0.03)
+
+
+def test_fast_posterior_matches_the_estimator() -> None:
+    rng = random.Random(5)
+    for _ in range(60):
+        rate = 10 ** rng.uniform(-2.5, 0.5)
+        history = ChangeHistory()
+        for _ in range(rng.randint(1, 60)):
+            interval = rng.uniform(0.2, 3.0) / rate
+            history = history.observe(interval, rng.random() < 1 - math.exp(-rate * interval))
+        prior = GammaPrior(rng.uniform(0.3, 3.0), rng.uniform(1.0, 100.0))
+        assert approximate_posterior_rate(history, prior) == pytest.approx(
+            posterior_rate(history, prior), rel=0.03
+        )
+
+
+def test_command_prints_one_json_object_per_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    simulate_command.register(parser.add_subparsers())
+    args = parser.parse_args(
+        [
+            "simulate",
+            "--population",
+            "brewington",
+            "--policy",
+            "all",
+            "--pages",
+            "100",
+            "--days",
+            "20",
+            "--warmup-days",
+            "5",
+            "--mean-interval",
+            "5",
+            "--json",
+        ]
+    )
+    assert args.func(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [row["policy"] for row in rows] == list(POLICIES)
+    assert set(rows[0]) == {
+        "population",
+        "policy",
+        "pages",
+        "days",
+        "fetches",
+        "freshness",
+        "age_days",
+        "beta_currency",
+    }
+    assert all(row["fetches"] == 400 for row in rows)
