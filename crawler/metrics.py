@@ -124,6 +124,12 @@ class Metrics:
         self.host_backoff_seconds = Counter(
             f"{PREFIX}_host_backoff_seconds", "Backoff time imposed on hosts, summed.", registry=r
         )
+        self.fetch_limits_hit = Counter(
+            f"{PREFIX}_fetch_errors",
+            "Fetches that hit a limit or failed, by error kind (timeout_total, too_large, "
+            "decompression_bomb, ssrf, redirect_loop, http_503, ...).",
+            ["kind"], registry=r,
+        )
         self.crawl_delays_capped = Counter(
             f"{PREFIX}_crawl_delay_capped",
             "robots.txt Crawl-delay values above the configured maximum (crawled at the maximum).",
@@ -189,6 +195,8 @@ class Metrics:
         self.build.info({"version": __version__, "python": platform.python_version()})
 
     def fetch_completed(self, obs: Observation) -> None:
+        if obs.error_kind:
+            self.fetch_limits_hit.labels(obs.error_kind).inc()
         self.fetches.labels(obs.outcome, status_class(obs.status)).inc()
         self.fetch_duration.observe(obs.duration_seconds)
         self.response_bytes.inc(obs.size_bytes)

@@ -88,6 +88,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         10 * 1024 * 1024, gt=0, description="Body size cap; longer pages are truncated."
     )
+    max_redirects: int = Field(5, ge=0, le=20, description="Redirect hops followed per fetch.")
+    max_url_length: int = Field(
+        2083, ge=16, description="Longer URLs are refused (outcome blocked, url_too_long)."
+    )
     max_outlinks: int = Field(
         1000, ge=0, description="Out-links read per page of a windowed site (trap bound)."
     )

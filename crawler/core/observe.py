@@ -16,6 +16,7 @@ from crawler.core.model import (
     GONE,
     NOT_MODIFIED,
     OK,
+    REDIRECT,
     SECONDS_PER_DAY,
     FetchResult,
     Observation,
@@ -44,6 +45,12 @@ def parse_result(
     if result.outcome != OK or not is_html(result.content_type, result.body):
         return None
     return parse_page(result.body, result.content_type, page_url=page_url, max_links=max_links)
+
+
+def as_permanent_redirect(result: FetchResult) -> FetchResult:
+    """A fetch that followed a permanent redirect, recorded on the old URL as the redirect
+    itself: the content it reached belongs to the target, not to this URL's history."""
+    return replace(result, outcome=REDIRECT, body=b"", error_kind=None, truncated=False)
 
 
 def observe(
@@ -99,6 +106,15 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
     """The URL's state after this fetch (schedule aside)."""
     if obs.outcome == DISALLOWED:
         return replace(record, state="disallowed")  # not fetched: nothing else changes
+    if obs.outcome == REDIRECT:
+        # Moved permanently: the URL now points elsewhere; its target is a URL of its own.
+        return replace(
+            record,
+            state="redirected",
+            last_status=obs.status,
+            fetch_count=record.fetch_count + 1,
+            consecutive_failures=0,
+        )
     if obs.outcome == GONE:
         # A lifespan ends; consecutive_failures counts the gone answers in a row.
         return replace(

@@ -17,6 +17,7 @@ from crawler.core.estimate import DEFAULT_PRIOR, GammaPrior, posterior_rate
 from crawler.core.model import (
     CONTENT_OUTCOMES,
     GONE,
+    REDIRECT,
     SECONDS_PER_DAY,
     Observation,
     Schedule,
@@ -85,6 +86,8 @@ def optimal_fetch_rate_per_day(
 def next_fetch(record: UrlRecord, obs: Observation, policy: SchedulePolicy) -> Schedule:
     """The URL's next fetch time after ``obs``, and the estimates behind it."""
     now = obs.fetched_at
+    if obs.outcome == REDIRECT:
+        return Schedule(now + policy.max_interval_seconds)  # checked rarely: may move back
     if obs.outcome == GONE:
         if record.consecutive_failures >= policy.gone_checks_before_max_interval:
             return Schedule(now + policy.max_interval_seconds)

@@ -64,6 +64,8 @@ def worker_config(settings: Settings, owner: str) -> WorkerConfig:
             connect_timeout=settings.connect_timeout,
             total_timeout=settings.total_timeout,
             first_byte_timeout=settings.first_byte_timeout,
+            max_redirects=settings.max_redirects,
+            max_url_length=settings.max_url_length,
             max_body_bytes=settings.max_body_bytes,
         ),
         schedule=SchedulePolicy(

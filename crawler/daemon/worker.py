@@ -21,9 +21,17 @@ import asyncpg
 
 from crawler.core.backoff import CircuitBreaker, HostHealth, host_verdict
 from crawler.core.extract import ParsedPage
-from crawler.core.links import is_trap
-from crawler.core.model import DISALLOWED, GONE, HTTP_ERROR, FetchResult, Schedule, UrlRecord
-from crawler.core.observe import observe, parse_result, updated_record
+from crawler.core.links import is_trap, normalize_url
+from crawler.core.model import (
+    CONTENT_OUTCOMES,
+    DISALLOWED,
+    GONE,
+    HTTP_ERROR,
+    FetchResult,
+    Schedule,
+    UrlRecord,
+)
+from crawler.core.observe import as_permanent_redirect, observe, parse_result, updated_record
 from crawler.core.schedule import SchedulePolicy, next_fetch
 from crawler.db import frontier, windows
 from crawler.db.frontier import HostClaim
@@ -251,6 +259,11 @@ class Worker:
         health: HostHealth,
     ) -> None:
         cfg = self.config
+        target = normalize_url(result.redirect_to) if result.redirect_to else None
+        if target is not None and result.outcome in CONTENT_OUTCOMES:
+            await self._record_redirect(record, as_permanent_redirect(result), target,
+                                        next_request_at, health)
+            return
         windowed = record.site_id is not None
         page = parse_result(
             result, page_url=record.url if windowed else None, max_links=cfg.max_outlinks
@@ -289,6 +302,35 @@ class Worker:
         self.events.fetch_completed(obs)
         if obs.outcome == HTTP_ERROR:
             log.info("fetch %s: %s", record.url, obs.error_kind)
+
+    async def _record_redirect(
+        self,
+        record: UrlRecord,
+        result: FetchResult,
+        target: str,
+        next_request_at: float,
+        health: HostHealth,
+    ) -> None:
+        """A permanent redirect: the URL records where it went, and the target is seeded as a
+        URL of its own (subject to the same rules), in one transaction."""
+        obs = observe(record, result, self.config.simhash_threshold)
+        after = updated_record(record, result, obs)
+        args = frontier.record_args(
+            after, obs, next_fetch(after, obs, self.config.schedule),
+            host_next_request_at=next_request_at,
+            host_consecutive_failures=health.consecutive_failures,
+            host_backoff_until=health.backoff_until,
+            redirect_to=target,
+        )
+
+        async def commit() -> None:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await frontier.record_fetch(conn, args)
+                await frontier.seed(conn, [(target, record.importance)], obs.fetched_at)
+
+        await self._with_db_retry(commit, timed=True)
+        self.fetches_recorded += 1
+        self.events.fetch_completed(obs)
 
     async def _release(self, host: HostClaim) -> None:
         with contextlib.suppress(asyncpg.PostgresError, *DB_UNAVAILABLE):

@@ -29,7 +29,9 @@ def upgrade() -> None:
         sa.Column("crawl_delay_seconds", sa.Float(), nullable=True),
         sa.Column("lease_owner", sa.Text(), nullable=True),
         sa.Column("lease_expires_at", TZ, nullable=True),
-        sa.Column("consecutive_failures", sa.Integer(), nullable=False, server_default=sa.text("0")),
+        sa.Column(
+            "consecutive_failures", sa.Integer(), nullable=False, server_default=sa.text("0")
+        ),
         sa.Column("backoff_until", TZ, nullable=True),
         sa.Column("robots_body", sa.Text(), nullable=True),
         sa.Column("robots_status", sa.SmallInteger(), nullable=True),

@@ -112,4 +112,5 @@ async def test_daemon_spends_budget_on_the_right_pages(db_url: str) -> None:
     spearman = np.corrcoef(ranks_lam, ranks_fetch)[0, 1]
     print(f"budget {BUDGET_PER_SECOND}/s achieved {total_per_second:.2f}/s; "
           f"turning point at λ={turning / 86400:.3f}/s; spearman below it {spearman:.2f}")
-    assert spearman > 0.7, (spearman, list(zip(lam[below][order] / 86400, fetched[below][order])))
+    pairs = list(zip(lam[below][order] / 86400, fetched[below][order], strict=True))
+    assert spearman > 0.7, (spearman, pairs)

@@ -8,6 +8,7 @@ leave no lease behind and lose no observation.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import sys
@@ -91,9 +92,12 @@ async def test_daemon_detects_known_changes_and_drains_on_sigterm(db_url: str) -
             "FROM observations o JOIN urls u ON u.id = o.url_id ORDER BY u.url, o.fetched_at"
         )
         leased = await pool.fetchval(
-            "SELECT count(*) FROM urls WHERE lease_owner IS NOT NULL OR lease_expires_at IS NOT NULL"
+            "SELECT count(*) FROM urls "
+            "WHERE lease_owner IS NOT NULL OR lease_expires_at IS NOT NULL"
         )
-        hosts_leased = await pool.fetchval("SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL")
+        hosts_leased = await pool.fetchval(
+            "SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL"
+        )
         await pool.close()
     finally:
         await web.stop()
@@ -113,7 +117,7 @@ async def test_daemon_detects_known_changes_and_drains_on_sigterm(db_url: str) -
         assert {o["outcome"] for o in observations} <= {"ok", "not_modified"}, url
         assert len(observations) >= 8, (url, len(observations))
         change_times = [float(t) for t in truth[url]["real_change_times"]]
-        for before, after in zip(observations, observations[1:]):
+        for before, after in itertools.pairwise(observations):
             expected = changed_between(
                 change_times, before["fetched_at"].timestamp(), after["fetched_at"].timestamp()
             )

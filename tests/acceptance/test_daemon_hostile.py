@@ -49,7 +49,7 @@ PAGE_FAULTS: dict[str, tuple[str, str | None]] = {
     "/contradictory-charset": ("ok", None),
     "/pdf-as-html": ("ok", None),
     "/private/secret": ("disallowed", "robots_txt"),
-    "/moved": ("ok", None),
+    "/moved": ("redirect", None),
 }
 
 # robots.txt mode -> {path: expected outcome, or None when the host must not be fetched}
@@ -138,6 +138,10 @@ async def test_every_fault_is_recorded_and_the_daemon_survives(db_url: str) -> N
             r["origin"]: r["backoff_until"]
             for r in await pool.fetch("SELECT origin, backoff_until FROM hosts")
         }
+        redirects = {
+            r["url"]: r["redirect_to"]
+            for r in await pool.fetch("SELECT url, redirect_to FROM urls")
+        }
         delays = {
             r["origin"]: r["crawl_delay_seconds"]
             for r in await pool.fetch("SELECT origin, crawl_delay_seconds FROM hosts")
@@ -167,6 +171,11 @@ async def test_every_fault_is_recorded_and_the_daemon_survives(db_url: str) -> N
     # Crawl-delay 86400 is honoured only up to the maximum; -1 and "abc" are ignored.
     assert delays[robots_servers["delay-86400"].origin] == 1.0
     assert delays[robots_servers["delay--1"].origin] is None
+    # A permanent redirect points to its target, which is crawled as a URL of its own.
+    moved = next(u for u in expected if u.endswith("/moved"))
+    target = moved.removesuffix("/moved") + "/ok"
+    assert redirects[moved] == target
+    assert got[target]["outcome"] == "ok"
     # A PDF served as text/html is fingerprinted on its bytes only.
     pdf = next(u for u in expected if u.endswith("/pdf-as-html"))
     assert got[pdf]["simhash"] is None

@@ -31,7 +31,9 @@ REVISIT_SECONDS = 1.0
 TOLERANCE_SECONDS = 2 * REVISIT_SECONDS + 1.0
 
 
-def truth_transitions(web: DemoWeb, start: float, end: float) -> dict[str, list[tuple[float, bool]]]:
+def truth_transitions(
+    web: DemoWeb, start: float, end: float
+) -> dict[str, list[tuple[float, bool]]]:
     """Per URL, the times its membership in the true window flipped (time, now inside)."""
     transitions: dict[str, list[tuple[float, bool]]] = {}
     inside: set[str] = set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import defaultdict
 
@@ -117,5 +118,5 @@ async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
     assert set(server.max_in_flight.values()) == {1}
     for host, spans in server.spans.items():
         spans.sort()
-        gaps = [b_start - a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:])]
+        gaps = [b_start - a_end for (_, a_end), (b_start, _) in itertools.pairwise(spans)]
         assert min(gaps) >= delay - 0.01, (host, min(gaps))
