@@ -320,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pages", type=int, default=20, help="Pages per site (default 20).")
     p.add_argument("--duration", type=float, default=None, help="Stop after this many seconds.")
 
-    for module in ("simulate", "plan"):
+    for module in ("simulate", "plan", "report"):
         try:
             mod = __import__(f"crawler.commands.{module}", fromlist=["register"])
         except ImportError:  # pragma: no cover - a command module still being written

@@ -14,19 +14,32 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import asyncpg
+
 from crawler.core import capacity
 from crawler.core.lifetime_fit import PageObservation, fit_lifetimes
 
 
 def load_observation_spans_from_db(database_url: str | None) -> list[PageObservation]:
-    """HOOK for the lead: per-page observations (span, changes seen, intervals) from the DB.
+    """Per-page observations for the lifetime fit, read from the crawler's database.
 
-    One PageObservation per URL: span_days = last fetch − first fetch, change_count =
-    changes detected (simhash distance ≥ k), intervals_days = times between consecutive
-    detected changes. database_url None means the settings' database (CRAWLER_DATABASE_URL,
-    else the embedded server). Not implemented here: the database layer lives elsewhere.
+    One PageObservation per URL with at least one successful fetch (ok or not_modified: the
+    fetches that saw the content): span_days = last − first such fetch, change_count = the
+    observations with changed = true, intervals_days = times between consecutive detected
+    changes (each placed at its Last-Modified when that falls between the two fetches, else
+    at their midpoint). database_url None means the settings' database
+    (CRAWLER_DATABASE_URL, else the embedded server).
+
+    These counts come from fetches, and a fetch sees at most one change however many
+    happened since the previous one: pages that change faster than they are fetched are
+    undercounted, and the fit then finds lifetimes longer than they are.
     """
-    raise NotImplementedError("--from-db needs the database layer (load_observation_spans_from_db)")
+    from crawler.commands.report import resolve_database_url
+    from crawler.db.connect import _run_blocking
+    from crawler.report.data import load_url_histories, page_observations
+
+    histories = _run_blocking(load_url_histories(resolve_database_url(database_url)))
+    return page_observations(histories)
 
 
 def _parsed(parse: Callable[[str], float], what: str) -> Callable[[str], float]:
@@ -169,10 +182,15 @@ def run(args: argparse.Namespace) -> int:
     if args.from_db:
         try:
             observations = load_observation_spans_from_db(args.database_url)
-        except NotImplementedError as error:
-            print(f"crawler plan: {error}", file=sys.stderr)
-            return 2
-        fit = fit_lifetimes(observations)
+        except (OSError, asyncpg.PostgresError) as error:
+            print(f"crawler plan: cannot read the database: {error}", file=sys.stderr)
+            return 1
+        try:
+            fit = fit_lifetimes(observations)
+        except ValueError as error:
+            print(f"crawler plan: cannot fit the database's observations ({len(observations)} "
+                  f"pages): {error}", file=sys.stderr)
+            return 1
         shape, scale = fit.shape, fit.scale_days
         fit_note = {"fit_pages": fit.pages_used, "fit_chi_square_p_value": fit.chi_square_p_value}
     if shape is None or scale is None:

@@ -195,9 +195,7 @@ async def test_prometheus_scrapes_fetches_and_freshness(db_url: str, tmp_path: P
             # The freshness gauge arrives (NaN until the planner has estimated the collection).
             assert len(await api.instant(FRESHNESS)) == 1
             freshness = [v for v in await api.series(FRESHNESS, started, now) if not math.isnan(v)]
-            if not freshness:
-                # TODO(lead): remove once the planner sends Events.collection_estimated.
-                pytest.xfail("the planner does not send collection_estimated yet")
+            assert freshness, "the planner never reported the collection's freshness"
             assert all(0.0 <= v <= 1.0 for v in freshness), freshness
             assert len(set(freshness)) >= 2, f"freshness did not move: {freshness}"
     finally:

@@ -222,5 +222,3 @@ def test_plan_command_text_and_usage_errors(capsys: pytest.CaptureFixture[str]) 
     assert code == 0 and "Mbit/s" not in out and "8.58 days" in out
     code, _, err = _run_plan(["--weibull-shape", "1.4"], capsys)
     assert code == 2 and "--weibull-scale" in err
-    code, _, err = _run_plan(["--from-db"], capsys)
-    assert code == 2 and "load_observation_spans_from_db" in err

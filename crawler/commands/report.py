@@ -1,0 +1,93 @@
+"""`crawler report --out DIR`: the change report, an HTML page with PNG plots.
+
+What the crawler has observed (lifetime CDF, change arrivals, estimated rates, planned
+revisit intervals, hosts) and what it implies for capacity (Brewington & Cybenko's (α, β)
+level set, from the Weibull fitted to the observations or the paper's when there are too
+few). Renders from an empty database too, saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from crawler.core import capacity
+from crawler.settings import Settings
+
+
+def _duration(text: str) -> float:
+    try:
+        return capacity.parse_duration_days(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR",
+                        help="directory for index.html and the PNGs (created if missing)")
+    parser.add_argument(
+        "--database-url", default=None,
+        help="database to report on (default: CRAWLER_DATABASE_URL, else the embedded one)",
+    )
+    parser.add_argument("--alpha", type=float, default=0.95,
+                        help="target fraction of pages β-current for the capacity figures")
+    parser.add_argument("--beta", type=_duration, default=1.0,
+                        help="grace period β with a unit: 1d, 1w, 6h (bare number: days)")
+    parser.set_defaults(func=run)
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add the `report` subcommand."""
+    parser = subparsers.add_parser(
+        "report", help="HTML change report with plots (lifetimes, capacity, hosts)",
+        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_arguments(parser)
+
+
+def resolve_database_url(database_url: str | None) -> str:
+    """The given URL, else the settings' (CRAWLER_DATABASE_URL or the embedded server)."""
+    if database_url:
+        return database_url
+    from crawler.db.connect import database_url as settings_database_url
+
+    return settings_database_url(Settings.model_validate({}))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the report; 2 on a usage problem, 1 when the database cannot be read."""
+    import asyncpg
+
+    from crawler.report.data import load_report_data
+    from crawler.report.html import write_report
+
+    if not 0.0 < args.alpha < 1.0:
+        print("crawler report: --alpha must be between 0 and 1", file=sys.stderr)
+        return 2
+    url = resolve_database_url(args.database_url)
+    try:
+        data = asyncio.run(load_report_data(url, datetime.now(UTC)))
+    except (OSError, asyncpg.PostgresError) as error:
+        print(f"crawler report: cannot read the database: {error}", file=sys.stderr)
+        return 1
+    report = write_report(data, args.out, alpha=args.alpha, beta_days=args.beta)
+    print(f"wrote {report.index} and {len(report.images)} plots "
+          f"({'fitted model' if report.model.fit else 'paper model'}: {report.model.reason})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point without the top-level CLI: `python -m crawler.commands.report --out DIR`."""
+    parser = argparse.ArgumentParser(prog="crawler report", description=__doc__)
+    add_arguments(parser)
+    code: int = run(parser.parse_args(argv))
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,216 @@
+"""What the change report and `crawler plan --from-db` read from the database, as plain data.
+
+Every read is one named statement of ``queries.sql`` beside this file; everything after the
+read (observations for the lifetime fit, the choice of model) is pure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+
+import asyncpg
+
+from crawler.core.lifetime_fit import LifetimeFit, PageObservation, fit_lifetimes
+from crawler.db.queries import parse_queries
+
+REPORT_QUERIES = parse_queries(
+    resources.files("crawler.report").joinpath("queries.sql").read_text()
+)
+
+SECONDS_PER_DAY = 86_400.0
+# Brewington & Cybenko's lifetime fit (section 5): the model used until the crawler has
+# observed enough of its own pages.
+PAPER_SHAPE = 1.4
+PAPER_SCALE_DAYS = 152.2
+# Below these the fit is mostly prior noise (two parameters from a handful of pages).
+MIN_FIT_PAGES = 10
+MIN_FIT_CHANGED_PAGES = 3
+MAX_HOSTS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class UrlHistory:
+    """One URL's successful fetches: first and last (POSIX seconds) and estimated changes."""
+
+    url_id: int
+    first_seconds: float
+    last_seconds: float
+    change_count: int
+    change_seconds: tuple[float, ...]
+
+    @property
+    def span_days(self) -> float:
+        return (self.last_seconds - self.first_seconds) / SECONDS_PER_DAY
+
+
+@dataclass(frozen=True, slots=True)
+class HostSummary:
+    origin: str
+    urls: int
+    fetches: int
+    changes: int
+    mean_change_rate_per_day: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReportData:
+    """Everything the report draws, read in one go."""
+
+    histories: tuple[UrlHistory, ...]
+    change_rates_per_day: tuple[float, ...]
+    revisit_intervals_days: tuple[float, ...]
+    hosts: tuple[HostSummary, ...]
+    host_count: int
+    url_count: int
+    observation_count: int
+    change_total: int
+    generated_at: datetime
+
+    @property
+    def empty(self) -> bool:
+        return self.observation_count == 0
+
+
+def empty_report_data(generated_at: datetime | None = None) -> ReportData:
+    """The data of a database with nothing in it (also handy in tests)."""
+    return ReportData((), (), (), (), 0, 0, 0, 0, generated_at or datetime.now(UTC))
+
+
+async def read_url_histories(conn: asyncpg.Connection) -> list[UrlHistory]:
+    rows = await conn.fetch(REPORT_QUERIES["url_histories"])
+    return [
+        UrlHistory(
+            url_id=int(row["url_id"]),
+            first_seconds=float(row["first_seconds"]),
+            last_seconds=float(row["last_seconds"]),
+            change_count=int(row["change_count"]),
+            change_seconds=tuple(float(s) for s in row["change_seconds"]),
+        )
+        for row in rows
+    ]
+
+
+async def read_report_data(conn: asyncpg.Connection, generated_at: datetime) -> ReportData:
+    """All the report's reads in one repeatable-read snapshot, so the figures agree."""
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        histories = await read_url_histories(conn)
+        choices = await conn.fetchrow(REPORT_QUERIES["planner_choices"])
+        host_rows = await conn.fetch(REPORT_QUERIES["host_summaries"], MAX_HOSTS)
+        totals = await conn.fetchrow(REPORT_QUERIES["report_totals"])
+    assert choices is not None and totals is not None
+    return ReportData(
+        histories=tuple(histories),
+        change_rates_per_day=tuple(float(r) for r in choices["change_rates_per_day"]),
+        revisit_intervals_days=tuple(float(d) for d in choices["revisit_intervals_days"]),
+        hosts=tuple(
+            HostSummary(
+                origin=row["origin"],
+                urls=int(row["urls"]),
+                fetches=int(row["fetches"]),
+                changes=int(row["changes"]),
+                mean_change_rate_per_day=(
+                    None
+                    if row["mean_change_rate_per_day"] is None
+                    else float(row["mean_change_rate_per_day"])
+                ),
+            )
+            for row in host_rows
+        ),
+        host_count=int(totals["hosts"]),
+        url_count=int(totals["urls"]),
+        observation_count=int(totals["observations"]),
+        change_total=int(totals["changes"]),
+        generated_at=generated_at,
+    )
+
+
+async def load_report_data(database_url: str, generated_at: datetime) -> ReportData:
+    conn = await asyncpg.connect(database_url)
+    try:
+        return await read_report_data(conn, generated_at)
+    finally:
+        await conn.close()
+
+
+async def load_url_histories(database_url: str) -> list[UrlHistory]:
+    conn = await asyncpg.connect(database_url)
+    try:
+        return await read_url_histories(conn)
+    finally:
+        await conn.close()
+
+
+# --- pure: from histories to what the fits and figures take ---------------------------------
+
+
+def page_observations(histories: Sequence[UrlHistory]) -> list[PageObservation]:
+    """One PageObservation per URL: span from first to last fetch, changes detected.
+
+    A fetch sees at most one change per interval between fetches, so a page that changes
+    faster than it is fetched shows fewer changes than it made: the counts, and a fit of
+    them, understate fast pages.
+    """
+    return [
+        PageObservation(
+            span_days=history.span_days,
+            change_count=history.change_count,
+            intervals_days=tuple(
+                (later - earlier) / SECONDS_PER_DAY
+                for earlier, later in zip(
+                    history.change_seconds, history.change_seconds[1:], strict=False
+                )
+            ),
+        )
+        for history in histories
+    ]
+
+
+def change_times_seconds(histories: Sequence[UrlHistory]) -> list[float]:
+    """Estimated times (POSIX seconds) of every detected change."""
+    return [s for history in histories for s in history.change_seconds]
+
+
+@dataclass(frozen=True, slots=True)
+class LifetimeModel:
+    """The Weibull of mean lifetimes the report uses, and where it came from."""
+
+    shape: float
+    scale_days: float
+    fit: LifetimeFit | None  # None: the paper's parameters
+    reason: str
+
+
+def choose_lifetime_model(observations: Sequence[PageObservation]) -> LifetimeModel:
+    """The fit to the crawler's observations when there are enough, else the paper's."""
+    watched = [o for o in observations if o.span_days > 0]
+    changed = sum(1 for o in watched if o.change_count > 0)
+    paper = f"Brewington & Cybenko's fit (shape {PAPER_SHAPE}, scale {PAPER_SCALE_DAYS} d)"
+    if len(watched) < MIN_FIT_PAGES or changed < MIN_FIT_CHANGED_PAGES:
+        return LifetimeModel(
+            PAPER_SHAPE,
+            PAPER_SCALE_DAYS,
+            None,
+            f"too little data to fit ({len(watched)} pages watched over a span, {changed} "
+            f"with a change; need {MIN_FIT_PAGES} and {MIN_FIT_CHANGED_PAGES}): using {paper}",
+        )
+    try:
+        fit = fit_lifetimes(watched)
+    except ValueError as error:
+        return LifetimeModel(
+            PAPER_SHAPE, PAPER_SCALE_DAYS, None, f"the fit failed ({error}): using {paper}"
+        )
+    if not (math.isfinite(fit.shape) and math.isfinite(fit.scale_days) and fit.scale_days > 0):
+        return LifetimeModel(
+            PAPER_SHAPE, PAPER_SCALE_DAYS, None, f"the fit did not converge: using {paper}"
+        )
+    return LifetimeModel(
+        fit.shape,
+        fit.scale_days,
+        fit,
+        f"fitted to this crawler's observations of {fit.pages_used} pages "
+        f"({changed} with a detected change)",
+    )

@@ -1,0 +1,260 @@
+"""The report's plots: plain data in, one PNG out (matplotlib, Agg canvas, no pyplot).
+
+Each function returns the path it wrote, or None when its data are empty (the page then
+says why the plot is missing). Figures are built on their own Figure objects, so nothing
+here touches matplotlib's global state or needs a display.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from crawler.core import capacity
+from crawler.core.lifetime_fit import PageObservation, observed_lifetime_cdf
+
+FloatArray = npt.NDArray[np.float64]
+
+SECONDS_PER_DAY = 86_400.0
+HOURS_PER_WEEK = 168
+_SIZE_INCHES = (7.0, 4.2)
+_DPI = 100
+_CDF_POINTS = 200
+_LEVEL_SET_POINTS = 25
+_OPTIMAL_POINTS = 8  # the optimal schedule costs ~0.2 s a point
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+@dataclass(frozen=True, slots=True)
+class TimeUnit:
+    """A unit to show durations in, chosen so that typical values read as small numbers."""
+
+    name: str
+    days: float
+
+    def of(self, values_days: FloatArray | float) -> FloatArray:
+        return np.asarray(values_days, dtype=np.float64) / self.days
+
+
+def time_unit_for(typical_days: float) -> TimeUnit:
+    """Seconds below 2 minutes, minutes below 2 hours, hours below 2 days, else days."""
+    seconds = typical_days * SECONDS_PER_DAY
+    if not math.isfinite(seconds) or seconds >= 2 * SECONDS_PER_DAY:
+        return TimeUnit("days", 1.0)
+    if seconds >= 7200:
+        return TimeUnit("hours", 1.0 / 24.0)
+    if seconds >= 120:
+        return TimeUnit("minutes", 1.0 / 1440.0)
+    return TimeUnit("seconds", 1.0 / SECONDS_PER_DAY)
+
+
+def _new_axes() -> tuple[Figure, Axes]:
+    figure = Figure(figsize=_SIZE_INCHES, dpi=_DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png", dpi=_DPI)
+    return path
+
+
+def _log_bins(values: FloatArray, count: int = 30) -> list[float]:
+    """Log-spaced histogram edges covering positive values (a decade when all are equal)."""
+    low, high = float(values.min()), float(values.max())
+    if high <= low * 1.000001:
+        low, high = low / math.sqrt(10.0), high * math.sqrt(10.0)
+    return [float(edge) for edge in np.geomspace(low, high, count + 1)]
+
+
+def lifetime_cdf_figure(
+    observations: Sequence[PageObservation],
+    path: Path,
+    *,
+    shape: float | None = None,
+    scale_days: float | None = None,
+) -> Path | None:
+    """Observed CDF of intervals between detected changes, with the model's (B&C Fig. 13).
+
+    The fitted curve is the span-corrected CDF of the intervals pages watched over these
+    spans would show (observed_lifetime_cdf); the dashed one ignores the spans (eq. 15).
+    """
+    intervals = np.array(
+        [d for o in observations for d in o.intervals_days if d > 0], dtype=np.float64
+    )
+    if intervals.size == 0:
+        return None
+    spans = np.array([o.span_days for o in observations if o.span_days > 0], dtype=np.float64)
+    unit = time_unit_for(float(np.median(intervals)))
+    ordered = np.sort(intervals)
+    figure, axes = _new_axes()
+    axes.step(
+        unit.of(ordered),
+        np.arange(1, ordered.size + 1) / ordered.size,
+        where="post",
+        label=f"observed ({ordered.size} intervals)",
+        color="black",
+    )
+    if shape is not None and scale_days is not None and spans.size > 0:
+        grid = np.geomspace(float(ordered[0]) / 2.0, float(spans.max()), _CDF_POINTS)
+        fitted = observed_lifetime_cdf(grid, spans, shape, scale_days)
+        naive = observed_lifetime_cdf(grid, spans, shape, scale_days, span_correction=False)
+        axes.plot(unit.of(grid), fitted, label="model, corrected for span", color="tab:blue")
+        axes.plot(
+            unit.of(grid), naive, label="model, spans ignored (eq. 15)", color="tab:orange",
+            linestyle="--",
+        )
+    axes.set_xscale("log")
+    axes.set_ylim(0.0, 1.02)
+    axes.set_xlabel(f"interval between detected changes ({unit.name})")
+    axes.set_ylabel("fraction of intervals ≤ x")
+    axes.set_title("Lifetime CDF: observed and fitted")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(loc="lower right")
+    return _save(figure, path)
+
+
+def mean_lifetime_figure(
+    shape: float,
+    scale_days: float,
+    path: Path,
+    *,
+    per_page_estimates_days: Sequence[float] = (),
+) -> Path:
+    """Density w(t) of mean lifetimes (B&C eq. 23), over the naive per-page estimates."""
+    upper_days = float(capacity.weibull_quantiles(np.array([0.99]), shape, scale_days)[0])
+    unit = time_unit_for(scale_days)
+    grid = np.linspace(upper_days / 2000.0, upper_days, 400)
+    figure, axes = _new_axes()
+    estimates = np.array([e for e in per_page_estimates_days if 0 < e <= upper_days])
+    if estimates.size > 0:
+        axes.hist(
+            unit.of(estimates), bins=30, density=True, color="0.8", edgecolor="0.5",
+            label=f"span / changes of {estimates.size} pages that changed",
+        )
+    density = capacity.weibull_pdf(grid, shape, scale_days) * unit.days  # per display unit
+    axes.plot(
+        unit.of(grid), density, color="tab:blue",
+        label=f"Weibull(shape {shape:.3g}, scale {unit.of(scale_days):.3g} {unit.name})",
+    )
+    axes.set_xlabel(f"mean lifetime t = 1/λ ({unit.name})")
+    axes.set_ylabel(f"density (per {unit.name.rstrip('s')})")
+    axes.set_title("Distribution of mean lifetimes")
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper right")
+    return _save(figure, path)
+
+
+def level_set_figure(
+    shape: float,
+    scale_days: float,
+    path: Path,
+    *,
+    alpha: float = 0.95,
+    beta_max_days: float | None = None,
+    include_optimal: bool = True,
+) -> Path:
+    """Re-fetch period T against grace period β at which the collection is exactly
+    α-current: Brewington & Cybenko's Fig. 19 (α = 0.95), from eq. (24).
+
+    The optimal curve is the mean period of the Lagrange-optimal per-page schedule that
+    reaches the same α: how much longer the average page may wait when fast pages are
+    fetched more often than slow ones.
+    """
+    beta_max = beta_max_days if beta_max_days is not None else scale_days / 5.0
+    unit = time_unit_for(beta_max)
+    betas = np.linspace(0.0, beta_max, _LEVEL_SET_POINTS)
+    periods = np.array(
+        [capacity.required_period(alpha, float(b), shape, scale_days) for b in betas]
+    )
+    figure, axes = _new_axes()
+    axes.plot(unit.of(betas), unit.of(periods), color="tab:blue", label="uniform schedule")
+    if include_optimal:
+        optimal_betas = np.linspace(0.0, beta_max, _OPTIMAL_POINTS)
+        optimal = np.array(
+            [
+                capacity.optimal_required_period(alpha, float(b), shape, scale_days)
+                for b in optimal_betas
+            ]
+        )
+        axes.plot(
+            unit.of(optimal_betas), unit.of(optimal), color="tab:green", linestyle="--",
+            marker="o", markersize=3, label="optimal schedule (mean period)",
+        )
+    axes.plot(unit.of(betas), unit.of(betas), color="0.6", linestyle=":", label="T = β")
+    axes.set_xlim(0.0, float(unit.of(beta_max)))
+    axes.set_ylim(bottom=0.0)
+    axes.set_xlabel(f"grace period β ({unit.name})")
+    axes.set_ylabel(f"re-fetch period T ({unit.name})")
+    axes.set_title(f"({alpha:g}, β)-currency: re-fetch period against grace period")
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper left")
+    return _save(figure, path)
+
+
+def hour_of_week(times_seconds: Sequence[float]) -> npt.NDArray[np.int64]:
+    """Counts per UTC hour of the week, Monday 00:00 first (168 bins)."""
+    counts = np.zeros(HOURS_PER_WEEK, dtype=np.int64)
+    for seconds in times_seconds:
+        moment = datetime.fromtimestamp(seconds, UTC)
+        counts[moment.weekday() * 24 + moment.hour] += 1
+    return counts
+
+
+def change_arrivals_figure(times_seconds: Sequence[float], path: Path) -> Path | None:
+    """Detected changes by hour of the week (B&C Fig. 1's question: when do pages change?)."""
+    if len(times_seconds) == 0:
+        return None
+    counts = hour_of_week(times_seconds)
+    figure, axes = _new_axes()
+    axes.bar(np.arange(HOURS_PER_WEEK) + 0.5, counts, width=1.0, color="tab:blue")
+    axes.set_xticks(np.arange(0, HOURS_PER_WEEK, 24) + 12, _WEEKDAYS)
+    for day_start in range(24, HOURS_PER_WEEK, 24):
+        axes.axvline(day_start, color="0.7", linewidth=0.8)
+    axes.set_xlim(0, HOURS_PER_WEEK)
+    axes.set_xlabel("hour of the week (UTC)")
+    axes.set_ylabel("changes detected")
+    axes.set_title(f"Change arrivals by hour of week ({len(times_seconds)} changes)")
+    return _save(figure, path)
+
+
+def change_rate_figure(change_rates_per_day: Sequence[float], path: Path) -> Path | None:
+    """Histogram of the estimator's change rates (log axis: they span decades)."""
+    rates = np.array([r for r in change_rates_per_day if r > 0 and math.isfinite(r)])
+    if rates.size == 0:
+        return None
+    figure, axes = _new_axes()
+    axes.hist(rates, bins=_log_bins(rates), color="tab:blue", edgecolor="white")
+    axes.set_xscale("log")
+    axes.set_xlabel("estimated change rate λ (changes per day)")
+    axes.set_ylabel("URLs")
+    axes.set_title(f"Estimated change rates ({rates.size} URLs)")
+    axes.grid(True, alpha=0.3)
+    return _save(figure, path)
+
+
+def revisit_interval_figure(intervals_days: Sequence[float], path: Path) -> Path | None:
+    """Histogram of the revisit intervals 1/f the planner chose."""
+    intervals = np.array([d for d in intervals_days if d > 0 and math.isfinite(d)])
+    if intervals.size == 0:
+        return None
+    unit = time_unit_for(float(np.median(intervals)))
+    shown = unit.of(intervals)
+    figure, axes = _new_axes()
+    axes.hist(shown, bins=_log_bins(shown), color="tab:green", edgecolor="white")
+    axes.set_xscale("log")
+    axes.set_xlabel(f"revisit interval 1/f chosen by the planner ({unit.name})")
+    axes.set_ylabel("URLs")
+    axes.set_title(f"Planned revisit intervals ({intervals.size} URLs)")
+    axes.grid(True, alpha=0.3)
+    return _save(figure, path)
