@@ -7,14 +7,12 @@ point, and the daemon's fetch rate matches ``CRAWLER_BUDGET_PER_DAY`` within 10%
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import sys
 import time
 
 import asyncpg
 import numpy as np
 import pytest
+from daemon import daemon_env, start_daemon, stop_daemon
 
 from crawler.core.budget import plan_population
 from crawler.db import frontier
@@ -53,32 +51,18 @@ async def test_daemon_spends_budget_on_the_right_pages(db_url: str) -> None:
     web = DemoWeb(sites(rates))
     await web.start()
     path_rate = {f"/p{i}": r for i, r in enumerate(rates)}
-    env = {
-        **os.environ,
-        "CRAWLER_DATABASE_URL": db_url,
-        "CRAWLER_BUDGET_PER_DAY": str(BUDGET_PER_SECOND * 86400),
-        "CRAWLER_PLANNER_INTERVAL": "3",
-        "CRAWLER_MIN_INTERVAL": "0.25",
-        "CRAWLER_MAX_INTERVAL": "60",
-        "CRAWLER_DEFAULT_INTERVAL": "3",
-        "CRAWLER_POLITENESS_DELAY": "0.02",
-        "CRAWLER_POLL_INTERVAL": "0.05",
-        "CRAWLER_CLAIM_URLS_PER_HOST": "4",
-        "CRAWLER_METRICS_PORT": "0",
-        "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
-    }
+    env = daemon_env(
+        db_url, budget_per_day=str(BUDGET_PER_SECOND * 86400), planner_interval="3",
+        min_interval="0.25", max_interval="60", default_interval="3", politeness_delay="0.02",
+        poll_interval="0.05", claim_urls_per_host="4",
+    )
     try:
         pool = await asyncpg.create_pool(db_url)
         await frontier.seed(pool, [(u, 1.0) for u in web.urls()], time.time())
         started = time.time()
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "crawler", "run", env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
+        proc = await start_daemon(env)
         await asyncio.sleep(RUN_SECONDS)
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+        out = await stop_daemon(proc)
         rows = await pool.fetch(
             "SELECT u.url, count(*) AS n FROM observations o JOIN urls u ON u.id = o.url_id "
             "WHERE o.fetched_at >= to_timestamp($1) AND o.fetched_at < to_timestamp($2) "
@@ -88,14 +72,14 @@ async def test_daemon_spends_budget_on_the_right_pages(db_url: str) -> None:
         await pool.close()
     finally:
         await web.stop()
-    assert proc.returncode == 0, out.decode()[-3000:]
+    assert proc.returncode == 0, out[-3000:]
     assert mu is not None and mu > 0
 
     window = RUN_SECONDS - 1.0 - WARMUP_SECONDS
     counts = {row["url"].split("/", 3)[3]: row["n"] for row in rows}
     total_per_second = sum(counts.values()) / window
     assert abs(total_per_second - BUDGET_PER_SECOND) <= 0.1 * BUDGET_PER_SECOND, (
-        total_per_second, out.decode()[-2000:])
+        total_per_second, out[-2000:])
 
     # The optimum with the true rates: its fetch rate rises with λ up to a turning point.
     lam = np.array([path_rate["/" + p] for p in sorted(counts)]) * 86400

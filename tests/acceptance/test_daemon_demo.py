@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import signal
-import sys
 import time
 
 import asyncpg
 import pytest
+from daemon import daemon_env, start_daemon, stop_daemon
 
 from crawler.db import frontier
 from crawler.demo.processes import PoissonProcess, ScheduledProcess
@@ -45,26 +43,13 @@ def sites() -> list[SiteSpec]:
 
 
 async def run_daemon_process(db_url: str, seconds: float) -> tuple[int, str]:
-    env = {
-        **os.environ,
-        "CRAWLER_DATABASE_URL": db_url,
-        "CRAWLER_SCHEDULE": "uniform",
-        "CRAWLER_DEFAULT_INTERVAL": "0.7",
-        "CRAWLER_MIN_INTERVAL": "0.5",
-        "CRAWLER_POLITENESS_DELAY": "0.05",
-        "CRAWLER_POLL_INTERVAL": "0.1",
-        "CRAWLER_METRICS_PORT": "0",
-        "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
-    }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "crawler", "run", env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
+    env = daemon_env(db_url, schedule="uniform", default_interval="0.7", min_interval="0.5",
+                     politeness_delay="0.05", poll_interval="0.1")
+    proc = await start_daemon(env)
     await asyncio.sleep(seconds)
-    proc.send_signal(signal.SIGTERM)  # mid-run: requests are in flight all the time
-    out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    out = await stop_daemon(proc)  # mid-run: requests are in flight all the time
     assert proc.returncode is not None
-    return proc.returncode, out.decode()
+    return proc.returncode, out
 
 
 def changed_between(times: list[float], start: float, end: float) -> bool | None:

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import os
-import signal
-import sys
 import time
 from urllib.parse import quote
 
 import asyncpg
 import pytest
+from daemon import daemon_env, start_daemon, stop_daemon
 from hostile import HostileServer, bomb
 
 from crawler.db import frontier
@@ -91,30 +89,16 @@ async def test_every_fault_is_recorded_and_the_daemon_survives(db_url: str) -> N
         robots_servers[mode] = server
         for path, outcome in pages.items():
             expected[server.url(path)] = outcome
-    env = {
-        **os.environ,
-        "CRAWLER_DATABASE_URL": db_url,
-        "CRAWLER_SCHEDULE": "uniform",
-        "CRAWLER_DEFAULT_INTERVAL": "3600",
-        "CRAWLER_TOTAL_TIMEOUT": "3",
-        "CRAWLER_FIRST_BYTE_TIMEOUT": "1.5",
-        "CRAWLER_CONNECT_TIMEOUT": "0.5",
-        "CRAWLER_MAX_BODY_BYTES": str(1024 * 1024),
-        "CRAWLER_MAX_CRAWL_DELAY": "1",
-        "CRAWLER_POLITENESS_DELAY": "0.05",
-        "CRAWLER_POLL_INTERVAL": "0.1",
-        "CRAWLER_LEASE_SECONDS": "30",
-        "CRAWLER_METRICS_PORT": "0",
-        "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
-    }
+    env = daemon_env(
+        db_url, schedule="uniform", default_interval="3600", total_timeout="3",
+        first_byte_timeout="1.5", connect_timeout="0.5", max_body_bytes=str(1024 * 1024),
+        max_crawl_delay="1", politeness_delay="0.05", poll_interval="0.1", lease_seconds="30",
+    )
     pool = await asyncpg.create_pool(db_url)
     try:
         seeded = await frontier.seed(pool, [(u, 1.0) for u in expected], time.time())
         assert seeded.inserted == len(expected)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "crawler", "run", env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
+        proc = await start_daemon(env)
         fetchable = sum(outcome is not None for outcome in expected.values())
         deadline = time.time() + 90
         while time.time() < deadline:
@@ -124,8 +108,7 @@ async def test_every_fault_is_recorded_and_the_daemon_survives(db_url: str) -> N
             await asyncio.sleep(0.5)
         await asyncio.sleep(1.0)
         assert proc.returncode is None, "the daemon died"
-        proc.send_signal(signal.SIGTERM)
-        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+        out = await stop_daemon(proc)
         rows = await pool.fetch(
             "SELECT u.url, o.outcome, o.error_kind, o.truncated, o.simhash "
             "FROM urls u LEFT JOIN LATERAL (SELECT * FROM observations WHERE url_id = u.id "
@@ -151,7 +134,7 @@ async def test_every_fault_is_recorded_and_the_daemon_survives(db_url: str) -> N
         for server in servers:
             await server.stop()
 
-    assert proc.returncode == 0, out.decode()[-3000:]
+    assert proc.returncode == 0, out[-3000:]
     assert leased == 0
     got = {r["url"]: r for r in rows}
     problems = []

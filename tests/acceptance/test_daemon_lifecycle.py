@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -13,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 import pytest
+from daemon import daemon_env, start_daemon, stop_daemon
 from hostile import HostileServer
 
 from crawler.db import frontier
@@ -25,19 +24,11 @@ from crawler.demo.web import DemoWeb
 pytestmark = pytest.mark.timeout(240)
 
 
-def daemon_env(db_url: str, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "CRAWLER_DATABASE_URL": db_url,
-        "CRAWLER_SCHEDULE": "uniform",
-        "CRAWLER_DEFAULT_INTERVAL": "0.5",
-        "CRAWLER_MIN_INTERVAL": "0.2",
-        "CRAWLER_POLITENESS_DELAY": "0.05",
-        "CRAWLER_POLL_INTERVAL": "0.1",
-        "CRAWLER_METRICS_PORT": "0",
-        "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
-        **extra,
-    }
+def fast_env(db_url: str, **settings: str) -> dict[str, str]:
+    return daemon_env(db_url, **{
+        "schedule": "uniform", "default_interval": "0.5", "min_interval": "0.2",
+        "politeness_delay": "0.05", "poll_interval": "0.1", **settings,
+    })
 
 
 def pg_ctl(server: object, *args: str) -> None:
@@ -69,10 +60,7 @@ async def test_daemon_survives_a_postgres_restart() -> None:
             pool = await asyncpg.create_pool(db_url)
             await frontier.seed(pool, [(u, 1.0) for u in web.urls()], time.time())
             await pool.close()
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "crawler", "run", env=daemon_env(db_url),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            )
+            proc = await start_daemon(fast_env(db_url))
             await asyncio.sleep(4)
             await asyncio.to_thread(pg_ctl, server, "-w", "-m", "fast", "stop")
             await asyncio.sleep(3)  # the daemon is without its database
@@ -84,8 +72,7 @@ async def test_daemon_survives_a_postgres_restart() -> None:
             restarted = time.time()
             await asyncio.sleep(6)
             assert proc.returncode is None, "the daemon died with its database"
-            proc.send_signal(signal.SIGTERM)
-            out, _ = await asyncio.wait_for(proc.communicate(), 30)
+            out = await stop_daemon(proc)
             conn = await asyncpg.connect(db_url)
             observations = await conn.fetchval("SELECT count(*) FROM observations")
             after_restart = await conn.fetchval(
@@ -98,7 +85,7 @@ async def test_daemon_survives_a_postgres_restart() -> None:
             await web.stop()
             # Stop the server we restarted ourselves: its handle only knows the old process.
             await asyncio.to_thread(pg_ctl, server, "-w", "-m", "fast", "stop")
-    assert proc.returncode == 0, out.decode()[-3000:]
+    assert proc.returncode == 0, out[-3000:]
     served = sum(web.visits.values())
     assert observations == served, (observations, served)  # none lost, none duplicated
     assert after_restart > 10
@@ -111,12 +98,9 @@ async def test_second_sigterm_skips_the_grace_period(db_url: str) -> None:
     try:
         pool = await asyncpg.create_pool(db_url)
         await frontier.seed(pool, [(server.url("/silent"), 1.0)], time.time())
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "crawler", "run",
-            env=daemon_env(db_url, CRAWLER_TOTAL_TIMEOUT="60", CRAWLER_FIRST_BYTE_TIMEOUT="60",
-                           CRAWLER_SHUTDOWN_GRACE="60"),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
+        proc = await start_daemon(fast_env(
+            db_url, total_timeout="60", first_byte_timeout="60", shutdown_grace="60"
+        ))
         deadline = time.time() + 20
         while not any(t == "/silent" for _, t in server.requests) and time.time() < deadline:
             await asyncio.sleep(0.1)
@@ -124,13 +108,12 @@ async def test_second_sigterm_skips_the_grace_period(db_url: str) -> None:
         await asyncio.sleep(1.0)
         assert proc.returncode is None
         second = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+        out = await stop_daemon(proc)
         elapsed = time.monotonic() - second
         leased = await pool.fetchval("SELECT count(*) FROM urls WHERE lease_owner IS NOT NULL")
         await pool.close()
     finally:
         await server.stop()
-    assert proc.returncode == 0, out.decode()[-2000:]
+    assert proc.returncode == 0, out[-2000:]
     assert elapsed < 5, elapsed
     assert leased == 0

@@ -7,8 +7,6 @@ from the live link graph, and entered/left times match the ground truth to withi
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +14,7 @@ import time
 import asyncpg
 import numpy as np
 import pytest
+from daemon import daemon_env, start_daemon, stop_daemon
 
 from crawler.demo.sites import evolving_site
 from crawler.demo.web import DemoWeb
@@ -51,33 +50,21 @@ async def test_window_follows_the_live_site(db_url: str) -> None:
     web = DemoWeb([site])
     await web.start()
     root = web.origins[0] + "/"
-    env = {
-        **os.environ,
-        "CRAWLER_DATABASE_URL": db_url,
-        "CRAWLER_SCHEDULE": "uniform",
-        "CRAWLER_DEFAULT_INTERVAL": str(REVISIT_SECONDS),
-        "CRAWLER_MIN_INTERVAL": "0.2",
-        "CRAWLER_POLITENESS_DELAY": "0.01",
-        "CRAWLER_POLL_INTERVAL": "0.05",
-        "CRAWLER_CLAIM_URLS_PER_HOST": "64",
-        "CRAWLER_METRICS_PORT": "0",
-        "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
-    }
+    env = daemon_env(
+        db_url, schedule="uniform", default_interval=str(REVISIT_SECONDS), min_interval="0.2",
+        politeness_delay="0.01", poll_interval="0.05", claim_urls_per_host="64",
+    )
     try:
         seeded = subprocess.run(
             [sys.executable, "-m", "crawler", "seed", "--window", str(WINDOW), root],
             env=env, capture_output=True, text=True, timeout=60,
         )
         assert seeded.returncode == 0, seeded.stderr
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "crawler", "run", env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
+        proc = await start_daemon(env)
         await asyncio.sleep(RUN_SECONDS)
         end = time.time()
-        proc.send_signal(signal.SIGTERM)
-        out, _ = await asyncio.wait_for(proc.communicate(), 30)
-        assert proc.returncode == 0, out.decode()[-2000:]
+        out = await stop_daemon(proc)
+        assert proc.returncode == 0, out[-2000:]
         conn = await asyncpg.connect(db_url)
         rows = await conn.fetch(
             "SELECT url, in_window, entered_window_at, left_window_at FROM urls "

@@ -8,10 +8,8 @@ Chromium's --dump-dom prints the DOM after that, so a broken or missing PNG show
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +17,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from daemon import daemon_env, start_daemon, stop_daemon
 from toolcheck import require_tool
 
 from crawler.db import frontier
@@ -43,31 +42,19 @@ async def crawl_demo_web(db_url: str, seconds: float) -> tuple[int, str, int]:
         pool = await asyncpg.create_pool(db_url)
         try:
             await frontier.seed(pool, [(u, 1.0) for u in web.urls()], time.time())
-            env = {
-                **os.environ,
-                "CRAWLER_DATABASE_URL": db_url,
-                "CRAWLER_SCHEDULE": "uniform",
-                "CRAWLER_DEFAULT_INTERVAL": "1",
-                "CRAWLER_MIN_INTERVAL": "0.5",
-                "CRAWLER_POLITENESS_DELAY": "0.02",
-                "CRAWLER_POLL_INTERVAL": "0.1",
-                "CRAWLER_METRICS_PORT": "0",
-                "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
-            }
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "crawler", "run", env=env,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            )
+            proc = await start_daemon(daemon_env(
+                db_url, schedule="uniform", default_interval="1", min_interval="0.5",
+                politeness_delay="0.02", poll_interval="0.1",
+            ))
             await asyncio.sleep(seconds)
-            proc.send_signal(signal.SIGTERM)
-            out, _ = await asyncio.wait_for(proc.communicate(), 30)
+            out = await stop_daemon(proc)
             observations = await pool.fetchval("SELECT count(*) FROM observations")
         finally:
             await pool.close()
     finally:
         await web.stop()
     assert proc.returncode is not None
-    return proc.returncode, out.decode(), int(observations)
+    return proc.returncode, out, int(observations)
 
 
 def dump_dom(chromium: str, page: Path, profile: Path) -> str:

@@ -12,7 +12,6 @@ Normalisation differences between the two, applied to wget's list before compari
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import sys
 import tempfile
@@ -20,6 +19,7 @@ import time
 
 import asyncpg
 import pytest
+from daemon import daemon_env, start_daemon, stop_daemon
 from toolcheck import require_tool
 
 from crawler.core.links import normalize_url
@@ -44,27 +44,17 @@ async def test_discovery_matches_wget_spider(db_url: str) -> None:
     web = DemoWeb([static_site(n_pages=300)])
     await web.start()
     root = web.origins[0] + "/"
-    env = {
-        **os.environ,
-        "CRAWLER_DATABASE_URL": db_url,
-        "CRAWLER_SCHEDULE": "uniform",
-        "CRAWLER_DEFAULT_INTERVAL": "3600",
-        "CRAWLER_POLITENESS_DELAY": "0.005",
-        "CRAWLER_POLL_INTERVAL": "0.05",
-        "CRAWLER_CLAIM_URLS_PER_HOST": "200",
-        "CRAWLER_METRICS_PORT": "0",
-        "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
-    }
+    env = daemon_env(
+        db_url, schedule="uniform", default_interval="3600", politeness_delay="0.005",
+        poll_interval="0.05", claim_urls_per_host="200",
+    )
     try:
         seed = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "crawler", "seed", "--window", "1000", root, env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )
         assert await seed.wait() == 0
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "crawler", "run", env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
+        proc = await start_daemon(env)
         pool = await asyncpg.create_pool(db_url)
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -75,9 +65,8 @@ async def test_discovery_matches_wget_spider(db_url: str) -> None:
             if pending == 0:
                 break
             await asyncio.sleep(0.5)
-        proc.terminate()
-        out, _ = await asyncio.wait_for(proc.communicate(), 30)
-        assert proc.returncode == 0, out.decode()[-2000:]
+        out = await stop_daemon(proc)
+        assert proc.returncode == 0, out[-2000:]
         crawled = {r["url"] for r in await pool.fetch(
             "SELECT url FROM urls WHERE site_id IS NOT NULL")}
         gone = await pool.fetchval("SELECT count(*) FROM urls WHERE state = 'gone'")

@@ -11,10 +11,8 @@ import asyncio
 import contextlib
 import itertools
 import math
-import os
 import signal
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
+from daemon import daemon_env, start_daemon
 from toolcheck import require_tool
 
 from crawler.db import frontier
@@ -60,24 +59,13 @@ def prometheus_config(metrics_port: int) -> str:
     )
 
 
-async def start_daemon(db_url: str, metrics_port: int) -> asyncio.subprocess.Process:
-    env = {
-        **os.environ,
-        "CRAWLER_DATABASE_URL": db_url,
-        "CRAWLER_DEFAULT_INTERVAL": "0.7",
-        "CRAWLER_MIN_INTERVAL": "0.5",
-        "CRAWLER_POLITENESS_DELAY": "0.05",
-        "CRAWLER_POLL_INTERVAL": "0.1",
-        # The planner reports the collection's freshness each time it solves.
-        "CRAWLER_PLANNER_INTERVAL": "1",
-        "CRAWLER_METRICS_HOST": "127.0.0.1",
-        "CRAWLER_METRICS_PORT": str(metrics_port),
-        "CRAWLER_ALLOW_NETWORKS": '["127.0.0.0/8"]',
-    }
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "crawler", "run", env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
+async def start_scraped_daemon(db_url: str, metrics_port: int) -> asyncio.subprocess.Process:
+    # The planner reports the collection's freshness each time it solves.
+    return await start_daemon(daemon_env(
+        db_url, default_interval="0.7", min_interval="0.5", politeness_delay="0.05",
+        poll_interval="0.1", planner_interval="1", metrics_host="127.0.0.1",
+        metrics_port=str(metrics_port),
+    ))
 
 
 async def stop(proc: asyncio.subprocess.Process) -> bytes:
@@ -141,7 +129,7 @@ async def test_prometheus_scrapes_fetches_and_freshness(db_url: str, tmp_path: P
     await pool.close()
 
     started = time.time()
-    daemon = await start_daemon(db_url, metrics_port)
+    daemon = await start_scraped_daemon(db_url, metrics_port)
     prom = await asyncio.create_subprocess_exec(
         prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
         f"--web.listen-address=127.0.0.1:{prometheus_port}",
