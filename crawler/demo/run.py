@@ -30,6 +30,7 @@ DEMO_DEFAULTS = {
     "min_interval": 2.0,
     "politeness_delay": 0.2,
     "shutdown_grace": 3.0,
+    "planner_interval": 10.0,
     "allow_networks": ["127.0.0.0/8"],
 }
 
