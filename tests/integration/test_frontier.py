@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import sys
 import time
@@ -105,7 +106,23 @@ async def test_politeness_delay_blocks_claim(db_url: str) -> None:
         await pool.close()
 
 
-@pytest.mark.parametrize("query", ["claim_due_work", "release_owner", "earliest_due"])
+NOW = dt.datetime.now(dt.UTC)
+EXPLAINED = {
+    "claim_due_work": [4, "me", 4, 60.0],
+    "release_owner": ["me"],
+    "release_host": [1, "me"],
+    "earliest_due": [],
+    "refresh_host_due": [[1, 2]],
+    "recheck_disallowed": [1],
+    "reschedule_urls": [[1, 2], [NOW, NOW], [1.0, 2.0]],
+    "most_overdue_urls": [5],
+    "out_links": [1],
+    "site_graph": [1],
+    "site_members": [1],
+}
+
+
+@pytest.mark.parametrize("query", sorted(EXPLAINED))
 async def test_frontier_queries_use_indexes(db_url: str, query: str) -> None:
     conn = await asyncpg.connect(db_url)
     try:
@@ -118,11 +135,7 @@ async def test_frontier_queries_use_indexes(db_url: str, query: str) -> None:
         # On a table this small a sequential scan is cheapest; forbid it to see what the
         # planner would use at scale.
         await conn.execute("SET enable_seqscan = off")
-        args = {
-            "claim_due_work": [4, "me", 4, 60.0],
-            "release_owner": ["me"],
-            "earliest_due": [],
-        }[query]
+        args = EXPLAINED[query]
         async with conn.transaction():
             rows = await conn.fetch("EXPLAIN " + QUERIES[query], *args)
             plan = "\n".join(r[0] for r in rows)
