@@ -65,9 +65,15 @@ class Events(Protocol):
         """Hosts now in backoff, and hosts whose circuit breaker is open (no requests sent)."""
 
     def plan_solved(
-        self, mu: float, budget_per_day: float, achieved_fetch_rate_per_day: float
+        self,
+        mu: float,
+        budget_per_day: float,
+        achieved_fetch_rate_per_day: float,
+        prior_shape: float,
+        prior_mean_rate_per_day: float,
     ) -> None:
-        """The planner solved for μ under its budget; the achieved rate is measured, all daemons."""
+        """The planner solved for μ under its budget, with the empirical-Bayes prior it fitted;
+        the achieved rate is measured, all daemons."""
 
     def collection_estimated(self, freshness: float, beta_currency: float) -> None:
         """Importance-weighted freshness and β-currency of the collection (MODEL.md §4)."""
@@ -159,6 +165,15 @@ class Metrics:
             "Lagrange multiplier μ: weighted objective gained by one more fetch per day "
             "(MODEL.md §5).", registry=r,
         )
+        self.planner_prior_shape = Gauge(
+            f"{PREFIX}_planner_prior_shape",
+            "Shape of the empirical-Bayes Gamma prior on change rates (MODEL.md §2).", registry=r,
+        )
+        self.planner_prior_mean_rate = Gauge(
+            f"{PREFIX}_planner_prior_mean_changes_per_second",
+            "Mean change rate under the empirical-Bayes prior: what an unobserved URL is "
+            "assumed to do.", registry=r,
+        )
         self.planner_budget = Gauge(
             f"{PREFIX}_planner_budget_fetches_per_second",
             "Fetch budget the planner spends, all daemons together.", registry=r,
@@ -243,8 +258,15 @@ class Metrics:
         self.circuit_breakers_open.set(circuit_open)
 
     def plan_solved(
-        self, mu: float, budget_per_day: float, achieved_fetch_rate_per_day: float
+        self,
+        mu: float,
+        budget_per_day: float,
+        achieved_fetch_rate_per_day: float,
+        prior_shape: float,
+        prior_mean_rate_per_day: float,
     ) -> None:
+        self.planner_prior_shape.set(prior_shape)
+        self.planner_prior_mean_rate.set(prior_mean_rate_per_day / SECONDS_PER_DAY)
         self.planner_mu.set(mu)
         self.planner_budget.set(budget_per_day / SECONDS_PER_DAY)
         self.planner_achieved.set(achieved_fetch_rate_per_day / SECONDS_PER_DAY)

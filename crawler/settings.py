@@ -121,6 +121,10 @@ class Settings(BaseSettings):
     planner_interval: float = Field(
         300.0, gt=0, description="How often the planner re-solves μ and the prior, seconds."
     )
+    gone_checks: int = Field(
+        3, ge=1, description="Consecutive 404/410 answers after which a page is checked only "
+        "at the maximum interval."
+    )
     budget_per_day: float | None = Field(
         None, gt=0, description="Fetches per day the planner spends. Unset: from politeness."
     )

@@ -194,6 +194,8 @@ async def run_planner(
                     mu=outcome.mu,
                     budget_per_day=outcome.budget_per_day,
                     achieved_fetch_rate_per_day=outcome.achieved_per_day,
+                    prior_shape=outcome.prior.shape,
+                    prior_mean_rate_per_day=outcome.prior.mean_rate_per_day,
                 )
                 events.collection_estimated(
                     freshness=outcome.estimated_freshness,

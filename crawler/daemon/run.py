@@ -73,6 +73,7 @@ def worker_config(settings: Settings, owner: str) -> WorkerConfig:
             default_interval_seconds=settings.default_interval,
             min_interval_seconds=settings.min_interval,
             max_interval_seconds=settings.max_interval,
+            gone_checks_before_max_interval=settings.gone_checks,
             objective=settings.objective,
             beta_seconds=settings.beta_seconds,
         ),

@@ -113,13 +113,18 @@ def test_planner_and_collection_gauges_are_unknown_until_reported() -> None:
                  "crawler_collection_beta_currency_ratio"):
         assert math.isnan(value(metrics, name)), name
     assert value(metrics, "crawler_collection_estimated_timestamp_seconds") == 0
-    metrics.plan_solved(mu=0.02, budget_per_day=8640.0, achieved_fetch_rate_per_day=4320.0)
+    metrics.plan_solved(mu=0.02, budget_per_day=8640.0, achieved_fetch_rate_per_day=4320.0,
+                        prior_shape=0.7, prior_mean_rate_per_day=0.5)
     metrics.collection_estimated(freshness=0.83, beta_currency=0.91)
     assert value(metrics, "crawler_planner_mu") == 0.02
     assert value(metrics, "crawler_planner_budget_fetches_per_second") == pytest.approx(
         8640.0 / SECONDS_PER_DAY
     )
     assert value(metrics, "crawler_planner_achieved_fetches_per_second") == pytest.approx(0.05)
+    assert value(metrics, "crawler_planner_prior_shape") == 0.7
+    assert value(metrics, "crawler_planner_prior_mean_changes_per_second") == pytest.approx(
+        0.5 / SECONDS_PER_DAY
+    )
     assert value(metrics, "crawler_collection_freshness_ratio") == 0.83
     assert value(metrics, "crawler_collection_beta_currency_ratio") == 0.91
     assert value(metrics, "crawler_collection_estimated_timestamp_seconds") > 1.6e9
