@@ -10,15 +10,13 @@ from typing import Any
 
 import asyncpg
 
-from crawler.db.frontier import to_unsigned64
+from crawler.db.frontier import to_iso, to_unsigned64
 from crawler.db.queries import QUERIES
 
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dt.datetime):
-        if value.year in (1, 9999) or value in (dt.datetime.min, dt.datetime.max):
-            return None
-        return value.isoformat()
+        return to_iso(value)
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).hex()
     if isinstance(value, list):

@@ -38,6 +38,13 @@ def to_seconds(value: dt.datetime | None) -> float | None:
     return value.timestamp()
 
 
+def to_iso(value: dt.datetime | None) -> str | None:
+    """A timestamp for JSON output; None for NULL and for ±infinity (a parked URL)."""
+    if value is None or to_seconds(value) is None:
+        return None
+    return value.isoformat()
+
+
 def to_signed64(value: int | None) -> int | None:
     """PostgreSQL's BIGINT is signed; fingerprints are unsigned 64-bit."""
     return None if value is None else fingerprint.to_signed64(value)

@@ -7,7 +7,6 @@ touches a site, so recomputing a site's window never races another daemon.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -116,10 +115,6 @@ async def record_windowed_fetch(
             await recompute_window(conn, site_id, now)
 
 
-def _iso(value: dt.datetime | None) -> str | None:
-    return None if value is None or value.year in (1, 9999) else value.isoformat()
-
-
 async def sites_summary(conn: asyncpg.Connection) -> list[dict[str, Any]]:
     sites = [
         {
@@ -129,7 +124,7 @@ async def sites_summary(conn: asyncpg.Connection) -> list[dict[str, Any]]:
             "discovered": r["discovered"],
             "entered": r["entered"],
             "left": r["left_window"],
-            "created_at": _iso(r["created_at"]),
+            "created_at": frontier.to_iso(r["created_at"]),
         }
         for r in await conn.fetch(QUERIES["sites_summary"])
     ]
@@ -160,9 +155,9 @@ async def site_urls(conn: asyncpg.Connection, root_url: str) -> list[dict[str, A
             "in_window": r["in_window"],
             "status": r["last_status"],
             "state": r["state"],
-            "entered_at": _iso(r["entered_window_at"]),
-            "left_at": _iso(r["left_window_at"]),
-            "last_fetched_at": _iso(r["last_fetched_at"]),
+            "entered_at": frontier.to_iso(r["entered_window_at"]),
+            "left_at": frontier.to_iso(r["left_window_at"]),
+            "last_fetched_at": frontier.to_iso(r["last_fetched_at"]),
             "fetch_count": r["fetch_count"],
             "change_count": r["change_count"],
             **_lifespan_fields(_lifespan(r)),
