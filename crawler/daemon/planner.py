@@ -24,6 +24,7 @@ from crawler.core.budget import derived_budget_per_day, plan_population
 from crawler.core.estimate import ChangeHistory, GammaPrior, fit_priors_by_host
 from crawler.core.model import SECONDS_PER_DAY
 from crawler.core.schedule import SchedulePolicy
+from crawler.db import frontier
 from crawler.db.frontier import to_datetime, to_seconds
 from crawler.db.queries import QUERIES
 from crawler.metrics import Events
@@ -159,7 +160,7 @@ async def _reschedule(
         )
         hosts.update(r["host_id"] for r in touched)
     if hosts:
-        await conn.execute(QUERIES["refresh_host_due"], sorted(hosts))
+        await frontier.refresh_host_due(conn, sorted(hosts))
     return len(due_ids)
 
 

@@ -33,7 +33,9 @@ from crawler.settings import Settings
 
 log = logging.getLogger(__name__)
 
-SAMPLE_INTERVAL_SECONDS = 5.0
+# The frontier gauges count whole tables (status_counts): often enough for a dashboard, rarely
+# enough not to load a database holding millions of URLs.
+SAMPLE_INTERVAL_SECONDS = 30.0
 
 
 def owner_id() -> str:
@@ -113,12 +115,13 @@ async def run_daemon(
     metrics = metrics or Metrics()
     owner = owner_id()
     pool = await create_pool(url, min_size=1, max_size=settings.db_pool_size)
+    config = worker_config(settings, owner)
     session = new_session(
         settings.user_agent,
-        worker_config(settings, owner).limits,
+        config.limits,
         address_policy=AddressPolicy(settings.allow_networks),
     )
-    worker = Worker(worker_config(settings, owner), pool, session, metrics)
+    worker = Worker(config, pool, session, metrics)
     loop_task: asyncio.Task[None] | None = None
 
     async def ready() -> tuple[bool, str]:
