@@ -17,6 +17,10 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $@ $(VENV)/.installed-dev $(VENV)/.installed
+
 ## run: the main job on the embedded PostgreSQL, crawling the demo web, until Ctrl-C
 run: $(VENV)/.installed
 	$(BIN)/crawler db upgrade
@@ -33,7 +37,9 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy crawler
 
-bench: $(VENV)/.installed-dev
+## bench: every benchmark; bench_throughput wants Debian's nginx-light and python3-doc
+## (apt-get install nginx-light python3-doc) and falls back to aiohttp and generated pages
+bench: $(VENV)/.installed-bench
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:

@@ -4,6 +4,11 @@ Run: .venv/bin/python bench/bench_fingerprint.py [--runs 200]
 
 Targets: the whole per-page cost < 1 ms on a ~50 KB page, and `simhash64` >= 3x faster than
 `simhash.Simhash` (v2.1.2) on the same features with the same feature hash.
+
+Also per-page CPU before/after issue 14's byte-level features, on the generated page and on
+python3-doc's HTML when installed (apt-get install python3-doc): the previous `text_features`
+is kept below verbatim, runs are interleaved so both see the same machine load, and the answers
+are checked equal first.
 """
 
 from __future__ import annotations
@@ -11,13 +16,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
+import re
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
+from itertools import filterfalse
+from pathlib import Path
 
+from selectolax.lexbor import LexborHTMLParser
 from simhash import Simhash
 
-from crawler.core.extract import parse_page
+from crawler.core.extract import _raw_visible_text, decode_body, parse_page, text_features
 from crawler.core.fingerprint import DEFAULT_HASH, md5_hash, simhash64
 from crawler.core.links import extract_links
 
@@ -119,6 +129,62 @@ def make_page(seed: int = 2024, target_bytes: int = 50_000) -> str:
     return "".join(parts)
 
 
+_WORD = re.compile(r"\w+")
+PYTHON_DOC = Path("/usr/share/doc/python3-doc/html")
+
+
+def previous_text_features(text: str) -> dict[str, int]:
+    """text_features before issue 14 (str.split, Counter, the regex for impure parts)."""
+    counts = Counter(text.lower().split())
+    impure_keys = list(filterfalse(str.isalnum, counts))
+    if impure_keys:
+        impure_text = "".join([(key + " ") * counts.pop(key) for key in impure_keys])
+        counts.update(_WORD.findall(impure_text))
+    weights = dict(counts)
+    weights.update({token: count.bit_length() for token, count in counts.items() if count > 1})
+    return weights
+
+
+def interleaved_ms(before: Callable[[], object], after: Callable[[], object],
+                   runs: int) -> tuple[float, float]:
+    """Median CPU milliseconds (this thread's CPU time, steadier than wall time on a shared
+    machine) of ``before`` and ``after``, alternated call by call."""
+    samples: tuple[list[int], list[int]] = ([], [])
+    for _ in range(runs):
+        for function, into in ((before, samples[0]), (after, samples[1])):
+            started = time.thread_time_ns()
+            function()
+            into.append(time.thread_time_ns() - started)
+    return statistics.median(samples[0]) / 1e6, statistics.median(samples[1]) / 1e6
+
+
+def before_after(name: str, bodies: list[bytes], runs: int) -> None:
+    """Per-page features and whole-page CPU (decode to simhash), before vs after."""
+    content_type = "text/html; charset=utf-8"
+    raws = [parse_page(body, content_type).raw_text for body in bodies]
+    for raw in raws:  # never report a speed-up of a wrong answer
+        assert text_features(raw) == previous_text_features(raw)
+
+    def features(function: Callable[[str], dict[str, int]]) -> Callable[[], None]:
+        return lambda: [function(raw) for raw in raws] and None
+
+    def whole(function: Callable[[str], dict[str, int]]) -> Callable[[], None]:
+        """parse_page's steps (decode, parse, title, visible text), features, simhash."""
+        def run() -> None:
+            for body in bodies:
+                tree = LexborHTMLParser(decode_body(body, content_type))
+                tree.css_first("title")
+                simhash64(function(_raw_visible_text(tree)))
+        return run
+
+    pages = len(bodies)
+    old_f, new_f = interleaved_ms(features(previous_text_features), features(text_features), runs)
+    old_w, new_w = interleaved_ms(whole(previous_text_features), whole(text_features), runs)
+    print(f"{name}: features {old_f / pages:.3f} -> {new_f / pages:.3f} ms/page "
+          f"({old_f / new_f:.2f}x); whole page {old_w / pages:.3f} -> {new_w / pages:.3f} ms "
+          f"({old_w / new_w:.2f}x)")
+
+
 def median_ms(function: Callable[[], object], runs: int) -> float:
     """Median wall time of `runs` calls, in milliseconds (after a few warm-up calls)."""
     for _ in range(min(5, runs)):
@@ -181,6 +247,18 @@ def main() -> None:
         f"{package_md5_ms:.3f} ms ({package_md5_ms / ours_md5_ms:.1f}x)"
     )
     print(f"for reference, extract_links (parse + up to 1000 links): {links_ms:.3f} ms")
+
+    print("per-page CPU before -> after issue 14 (byte-level features; medians, interleaved):")
+    before_after("  generated page", [body], runs)
+    if PYTHON_DOC.is_dir():
+        files = sorted(p for p in PYTHON_DOC.rglob("*.html") if p.stat().st_size <= 100_000)
+        random.Random(14).shuffle(files)
+        docs = [p.read_bytes() for p in files[:40]]
+        mean_kb = sum(map(len, docs)) / len(docs) / 1000
+        before_after(f"  python3-doc, 40 pages of {mean_kb:.0f} KB mean",
+                     docs, max(5, runs // 20))
+    else:
+        print("  python3-doc not installed (apt-get install python3-doc): corpus skipped")
 
 
 if __name__ == "__main__":

@@ -7,32 +7,63 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import math
 import re
+import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from crawler import __version__
+from crawler.commands.errors import PARTIAL, UserError
+from crawler.commands.options import DB_OPTIONS, add_setting
 from crawler.settings import Settings, env_name
 
 log = logging.getLogger("crawler")
 
 
-def add_setting(parser: argparse.ArgumentParser, field: str, **kwargs: Any) -> None:
-    """An option that overrides a setting; its help names the variable and the default."""
-    info = Settings.model_fields[field]
-    default = info.get_default(call_default_factory=True)
-    parser.add_argument(
-        "--" + field.replace("_", "-"),
-        dest=field,
-        default=None,
-        help=f"{info.description} [env {env_name(field)}; default {default}]",
-        **kwargs,
-    )
+class CliParser(argparse.ArgumentParser):
+    """Usage errors in one line (argparse prints the whole usage block), exit 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``1 URL``, ``2 URLs``: counts that read as English."""
+    return f"{count} {noun if count == 1 else (plural_form or noun + 's')}"
+
+
+def newline_if_tty() -> str:
+    """End a progress line (drawn only on a terminal) before a message."""
+    return "\n" if sys.stderr.isatty() else ""
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def importance_weight(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return value
+
+
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
@@ -45,15 +76,23 @@ def load_settings(args: argparse.Namespace) -> Settings:
 
 
 def configure_logging(settings: Settings) -> None:
-    from crawler.logs import configure
+    from crawler.logs import configure, set_fetch_log
 
     configure(settings.log_level, json_lines=settings.log_json)
+    set_fetch_log(settings.log_fetches)
+
+
+_resolved: dict[tuple[str | None, Path], str] = {}
 
 
 def resolve_url(settings: Settings) -> str:
-    from crawler.db.connect import database_url
+    """The database URL (the embedded server started once per process if need be)."""
+    from crawler.commands.errors import resolve_database
 
-    return database_url(settings)
+    key = (settings.database_url, settings.data_dir)
+    if key not in _resolved:
+        _resolved[key] = resolve_database(settings)
+    return _resolved[key]
 
 
 # --- db -------------------------------------------------------------------------------------
@@ -92,54 +131,116 @@ def read_seed_lines(lines: Sequence[str], source: str) -> tuple[list[str], list[
     return good, errors
 
 
+class SeedProgress:
+    """Seeding progress: a bar redrawn in place on a terminal, else a line every few seconds."""
+
+    LINE_EVERY_SECONDS = 5.0
+    BAR_WIDTH = 30
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.started = time.monotonic()
+        self.last_line = self.started
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        rate = done / max(now - self.started, 1e-9)
+        if self.tty:
+            filled = self.BAR_WIDTH * done // max(total, 1)
+            bar = "#" * filled + "." * (self.BAR_WIDTH - filled)
+            end = "\n" if done >= total else ""
+            print(f"\r[{bar}] {done:,}/{total:,} URLs, {rate:,.0f}/s", end=end,
+                  file=self.stream, flush=True)
+        elif now - self.last_line >= self.LINE_EVERY_SECONDS or done >= total:
+            self.last_line = now
+            print(f"seeding: {done:,}/{total:,} URLs ({100.0 * done / max(total, 1):.0f}%), "
+                  f"{rate:,.0f}/s", file=self.stream, flush=True)
+
+
+def check_seed_args(args: argparse.Namespace) -> None:
+    if not args.urls and not args.file:
+        raise UserError("seed needs at least one URL or --file PATH (see crawler seed --help)")
+    if args.file and not Path(args.file).is_file():
+        raise UserError(f"seed file {args.file} does not exist or is not a file "
+                        "(crawler seed --file PATH)")
+
+
 def cmd_seed(args: argparse.Namespace) -> int:
     from crawler.db import frontier
     from crawler.db.connect import create_pool
 
     settings = load_settings(args)
-    urls, errors = read_seed_lines(args.urls, "argument")
-    if args.file:
-        path = Path(args.file)
-        file_urls, file_errors = read_seed_lines(path.read_text(errors="replace").splitlines(),
-                                                 str(path))
-        urls += file_urls
-        errors += file_errors
+    try:
+        urls, errors = read_seed_lines(args.urls, "argument")
+        if args.file:
+            path = Path(args.file)
+            try:
+                text = path.read_text(errors="replace")
+            except OSError as error:
+                raise UserError(f"cannot read seed file {path}: {error.strerror or error}; "
+                                "check crawler seed --file") from None
+            file_urls, file_errors = read_seed_lines(text.splitlines(), str(path))
+            urls += file_urls
+            errors += file_errors
+    except KeyboardInterrupt:
+        raise UserError("seed interrupted while reading its input; nothing was committed",
+                        PARTIAL) from None
     for message in errors:
         print(message, file=sys.stderr)
 
     if args.window is not None and len(urls) != 1:
         print("crawler seed --window takes exactly one root URL", file=sys.stderr)
         return 2
+    committed = [0, 0]  # new, already known: what earlier batches committed
 
     async def go() -> frontier.SeedResult:
         pool = await create_pool(resolve_url(settings))
         try:
-            if args.window is not None:
-                from crawler.db.windows import register_site
+            from crawler.commands.watch import seed_region
 
+            if args.window is not None:
+                from crawler.commands.windows import register_window, window_of_origin
+
+                async with pool.acquire() as conn:
+                    await window_of_origin(conn, urls[0])  # refuses a second root first
                 result = await frontier.seed(pool, [(urls[0], args.importance)], time.time())
                 async with pool.acquire() as conn:
-                    await register_site(conn, urls[0], args.window)
-                print(f"site {frontier.origin_of(urls[0])}: window of {args.window} pages "
-                      f"rooted at {urls[0]}")
+                    print(await register_window(conn, urls[0], args.window, time.time()))
+                    await seed_region(conn, urls[:1], args, window=True)
                 return result
             inserted = already = 0
             batch = frontier.SEED_BATCH
+            progress = SeedProgress(sys.stderr)
+            # Ctrl-C lets the batch in flight commit, then stops: the count said is exact.
+            interrupted = asyncio.Event()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, interrupted.set)
             for start in range(0, len(urls), batch):
+                if interrupted.is_set():
+                    raise KeyboardInterrupt
                 chunk = [(u, args.importance) for u in urls[start : start + batch]]
                 result = await frontier.seed(pool, chunk, time.time())
+                async with pool.acquire() as conn:
+                    await seed_region(conn, [u for u, _ in chunk], args, window=False)
                 inserted += result.inserted
                 already += result.already_known
-                if len(urls) > batch and sys.stderr.isatty():
-                    print(f"\rseeded {start + len(chunk)}/{len(urls)}", end="", file=sys.stderr)
+                committed[:] = [inserted, already]
+                progress(start + len(chunk), len(urls))
             return frontier.SeedResult(inserted, already)
         finally:
             await pool.close()
 
-    result = asyncio.run(go())
-    print(f"seeded {result.inserted} new URLs ({result.already_known} already known, "
+    try:
+        result = asyncio.run(go())
+    except KeyboardInterrupt:
+        done = committed[0] + committed[1]
+        print(f"{newline_if_tty()}crawler seed: interrupted after committing {done} of "
+              f"{plural(len(urls), 'URL')} ({committed[0]} new); seeding is resumable: "
+              "run the same command again", file=sys.stderr)
+        return PARTIAL
+    print(f"seeded {plural(result.inserted, 'new URL')} ({result.already_known} already known, "
           f"{len(errors)} rejected)")
-    return 1 if errors else 0
+    return PARTIAL if errors else 0
 
 
 # --- sites and urls -------------------------------------------------------------------------
@@ -179,15 +280,43 @@ def cmd_sites(args: argparse.Namespace) -> int:
 
 
 def cmd_urls(args: argparse.Namespace) -> int:
-    from crawler.core.links import normalize_url
-    from crawler.db.windows import site_urls
+    """A windowed site's URLs (--site), or any URLs by host and state, one page at a time."""
+    if args.site is not None:
+        from crawler.commands.windows import resolve_site
+        from crawler.db.windows import site_urls
 
-    root = normalize_url(args.site) or args.site
-    urls = _with_conn(load_settings(args), lambda conn: site_urls(conn, root))
+        async def fetch(conn: Any) -> Any:
+            return await site_urls(conn, await resolve_site(conn, args.site))
+
+        urls = _with_conn(load_settings(args), fetch)
+        columns: tuple[str, ...] = ("url", "depth", "in_window", "status", "entered_at",
+                                    "left_at")
+    else:
+        from crawler.commands.hosts import host_origin
+        from crawler.db.frontier import to_iso
+        from crawler.db.queries import QUERIES
+        from crawler.db.schema import URL_STATES
+
+        if args.state is not None and args.state not in URL_STATES:
+            raise UserError(f"--state {args.state!r} is not a URL state; states: "
+                            + ", ".join(URL_STATES))
+        origin = host_origin(args.host) if args.host else None
+
+        async def page(conn: Any) -> Any:
+            rows = await conn.fetch(QUERIES["list_urls"], origin, args.state, args.offset,
+                                    args.limit)
+            return [{k: (to_iso(v) if hasattr(v, "tzinfo") else v) for k, v in r.items()}
+                    for r in rows]
+
+        urls = _with_conn(load_settings(args), page)
+        columns = ("url", "state", "importance", "last_status", "last_fetched_at",
+                   "next_fetch_at")
+        if len(urls) == args.limit:
+            print(f"more: crawler urls ... --offset {args.offset + args.limit}", file=sys.stderr)
     if args.json:
         print(json.dumps(urls, indent=2))
     else:
-        print(_table(urls, ("url", "depth", "in_window", "status", "entered_at", "left_at")))
+        print(_table(urls, columns))
     return 0
 
 
@@ -226,18 +355,43 @@ def cmd_show(args: argparse.Namespace) -> int:
 # --- run and demo ---------------------------------------------------------------------------
 
 
-def run_with_uvloop(coro: Any) -> Any:
+def run_with_uvloop(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """Run ``make()`` on uvloop; the coroutine is made only once the loop can run it, so a
+    Ctrl-C while uvloop loads leaves no never-awaited coroutine behind."""
     import uvloop
 
-    return uvloop.run(coro)
+    return uvloop.run(make())
+
+
+def check_run_dirs(args: argparse.Namespace) -> None:
+    """Before connecting: the directories `run` writes to must be writable (one line, exit 2)."""
+    from crawler.daemon.run import check_dirs
+
+    check_dirs(load_settings(args))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from crawler.daemon.run import run_daemon
+    """Signals are counted from the first line (before the embedded server starts, before any
+    connection); one that came during start-up stops the daemon as soon as it can (exit 0)."""
+    from crawler.daemon.signals import process_shutdown
+
+    shutdown = process_shutdown()
+    from crawler.daemon.processes import default_processes, run_processes
+    from crawler.daemon.run import preflight, run_daemon
 
     settings = load_settings(args)
     url = resolve_url(settings)
-    code: int = run_with_uvloop(run_daemon(settings, url, duration=args.duration))
+    if shutdown.requested:
+        return 0
+    processes = settings.processes or default_processes()
+    if processes > 1:
+        # The children check the database too, but their one line would come from a child.
+        if not run_with_uvloop(lambda: preflight(url, shutdown)):
+            return 0
+        return run_processes(settings, url, processes, duration=args.duration)
+    code: int = run_with_uvloop(
+        lambda: run_daemon(settings, url, duration=args.duration, shutdown=shutdown)
+    )
     return code
 
 
@@ -245,17 +399,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from crawler.demo.run import run_demo
 
     settings = load_settings(args)
-    code: int = run_with_uvloop(run_demo(settings, args))
+    code: int = run_with_uvloop(lambda: run_demo(settings, args))
     return code
 
 
 # --- parser ---------------------------------------------------------------------------------
 
-DB_OPTIONS = ("database_url", "data_dir")
-
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="crawler", description="Incremental web re-crawler: keeps pages fresh on a budget."
     )
     parser.add_argument("--version", action="version", version=f"crawler {__version__}")
@@ -271,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
                                help=f"JSON-lines logs [env {env_name('log_json')}]")
             else:
                 add_setting(p, field)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, needs_db="schema")
         return p
 
     db = sub.add_parser("db", help="Database administration.")
@@ -280,23 +432,32 @@ def build_parser() -> argparse.ArgumentParser:
     for field in DB_OPTIONS:
         add_setting(up, field)
     up.add_argument("--revision", default="head", help="Target revision (default head).")
-    up.set_defaults(func=cmd_db_upgrade)
+    up.set_defaults(func=cmd_db_upgrade, needs_db="server")
 
     p = command("seed", cmd_seed, "Add URLs to the frontier (malformed ones are reported).")
+    p.set_defaults(check=check_seed_args)
     p.add_argument("urls", nargs="*", metavar="URL")
     p.add_argument("--file", help="File with one URL per line; '#' starts a comment.")
-    p.add_argument("--importance", type=float, default=1.0,
-                   help="Importance weight of these URLs (default 1).")
-    p.add_argument("--window", type=int, default=None, metavar="N",
+    p.add_argument("--importance", type=importance_weight, default=1.0,
+                   help="Importance weight of these URLs, a positive number (default 1).")
+    p.add_argument("--window", type=positive_int, default=None, metavar="N",
                    help="Register the URL's site with a breadth-first window of N pages "
                         "rooted at it (page-window discovery).")
+    from crawler.commands.watch import add_region_options
+
+    add_region_options(p, "these URLs (or, with --window, every page of the window)")
 
     p = command("sites", cmd_sites, "Windowed sites: window size, pages in it, discovered, "
                 "entered and left.")
     p.add_argument("--json", action="store_true", help="Machine-readable output.")
 
-    p = command("urls", cmd_urls, "A windowed site's URLs with depth, membership and times.")
-    p.add_argument("--site", required=True, metavar="URL", help="The site's root URL.")
+    p = command("urls", cmd_urls, "List URLs, paged: any URL by host and state, or a windowed "
+                "site's with depth, membership and times.")
+    p.add_argument("--site", metavar="URL", help="A windowed site (any URL of its origin).")
+    p.add_argument("--host", metavar="ORIGIN", help="Only this host's URLs.")
+    p.add_argument("--state", help="Only URLs in this state (new, active, gone, ...).")
+    p.add_argument("--limit", type=positive_int, default=100, help="URLs per page (default 100).")
+    p.add_argument("--offset", type=int, default=0, help="URLs skipped (the next page).")
     p.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     p = command("status", cmd_status, "Summary of the frontier and recent fetching.")
@@ -310,6 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
     daemon_settings = [f for f in Settings.model_fields if f not in ("log_level", "log_json")]
     p = command("run", cmd_run, "Run the crawl daemon until SIGTERM/SIGINT.",
                 settings=daemon_settings)
+    # Its own database checks, interruptible by a signal (crawler.daemon.run._start).
+    p.set_defaults(check=check_run_dirs, needs_db=None)
     p.add_argument("--duration", type=float, default=None,
                    help="Stop by itself after this many seconds.")
 
@@ -319,27 +482,58 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sites", type=int, default=5, help="Demo sites (default 5).")
     p.add_argument("--pages", type=int, default=20, help="Pages per site (default 20).")
     p.add_argument("--duration", type=float, default=None, help="Stop after this many seconds.")
+    p.set_defaults(needs_db=None)  # it migrates its own database
 
-    for module in ("simulate", "plan", "report"):
-        try:
-            mod = __import__(f"crawler.commands.{module}", fromlist=["register"])
-        except ImportError:  # pragma: no cover - a command module still being written
-            continue
-        mod.register(sub)
+    for module in (
+        "simulate", "plan", "report", "hosts", "export", "manage", "versions", "get", "diff",
+        "changes", "watch",
+    ):
+        __import__(f"crawler.commands.{module}", fromlist=["register"]).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run one command; a mistake the user can fix is one line on stderr and exit 2."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from crawler.commands.errors import preflight, settings_error, unexpected_database_error
+
+    settings: Settings | None = None
     try:
-        settings = load_settings(args)
-    except Exception as exc:  # pydantic's ValidationError: a bad environment variable
-        print(f"crawler: invalid configuration: {exc}", file=sys.stderr)
-        return 2
-    configure_logging(settings)
-    code: int = args.func(args)
-    return code
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        # __main__ quits quietly on Ctrl-C while importing; from here on it is an exception,
+        # except for `run`, which counts signals itself (crawler.daemon.signals).
+        # (ValueError: not the main thread, as in an in-process test.)
+        if args.command != "run":
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            settings = load_settings(args)
+        except (ValidationError, SettingsError) as exc:
+            raise settings_error(exc) from None
+        configure_logging(settings)
+        check = getattr(args, "check", None)
+        if check is not None:
+            check(args)
+        needs = getattr(args, "needs_db", None)
+        if needs:
+            preflight(resolve_url(settings), need_schema=needs == "schema")
+        code: int = args.func(args)
+        return code
+    except UserError as error:
+        print(f"crawler: {error.message}", file=sys.stderr)
+        return error.code
+    except KeyboardInterrupt:
+        print(f"{newline_if_tty()}crawler: interrupted", file=sys.stderr)
+        return PARTIAL
+    except Exception as exc:
+        problem = unexpected_database_error(exc, settings)
+        if problem is None:
+            raise
+        print(f"crawler: {problem.message}", file=sys.stderr)
+        return problem.code
 
 
 if __name__ == "__main__":

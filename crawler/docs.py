@@ -85,7 +85,7 @@ def metrics_reference() -> str:
     # A labelled family with no children yet has no samples: read the declared label names.
     declared = {
         getattr(m, "_name", None): tuple(getattr(m, "_labelnames", ()))
-        for m in vars(metrics).values()
+        for m in [*vars(metrics).values(), *vars(metrics.collection).values()]
     }
     suffix = {"counter": "_total", "info": "_info"}
     lines = ["| Metric | Type | Labels | Meaning |", "|---|---|---|---|"]

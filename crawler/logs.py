@@ -22,6 +22,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+# The level of the crawl log line per fetch (Scrapy's "Crawled (200) <GET url>"): DEBUG unless
+# CRAWLER_LOG_FETCHES makes it INFO. Set by the CLI before the daemon starts.
+FETCH_LOG = {"level": logging.DEBUG}
+
+
+def set_fetch_log(info: bool) -> None:
+    FETCH_LOG["level"] = logging.INFO if info else logging.DEBUG
+
+
 def configure(level: str = "INFO", *, json_lines: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
     if json_lines:

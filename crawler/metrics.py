@@ -1,16 +1,20 @@
 """Prometheus metrics: the one place that turns the loop's events into metrics.
 
 The daemon reports events through the ``Events`` protocol; it never touches a metric. No label
-carries a URL or a host (unbounded cardinality). Names follow the Prometheus conventions that
-``promtool check metrics`` enforces: one ``crawler_`` prefix, ``_total`` on counters (added by
-prometheus-client), base units (``_seconds``, ``_bytes``), rates per second, ratios in [0, 1]
-named ``_ratio``.
+carries a URL or a host (unbounded cardinality). Under ``crawler run --processes N`` every child
+writes its samples to ``PROMETHEUS_MULTIPROC_DIR`` and the parent serves their aggregate
+(prometheus-client multiprocess mode): counters and histograms add up, and a gauge shows the
+value its processes set last (they are sampled from the one shared database). Names follow the
+Prometheus conventions that ``promtool check metrics`` enforces: one ``crawler_`` prefix,
+``_total`` on counters (added by prometheus-client), base units (``_seconds``, ``_bytes``), rates
+per second, ratios in [0, 1] named ``_ratio``.
 """
 
 from __future__ import annotations
 
 import math
 import platform
+from collections.abc import Sequence
 from typing import Protocol
 
 from prometheus_client import (
@@ -52,6 +56,9 @@ class Events(Protocol):
     def politeness_wait(self, seconds: float) -> None:
         """A host task is about to wait ``seconds`` for its host's politeness delay."""
 
+    def address_refused(self) -> None:
+        """The SSRF policy refused a host's address before its robots.txt was fetched."""
+
     def robots_denied(self) -> None:
         """A URL was not fetched because the host's robots.txt disallows it."""
 
@@ -60,6 +67,10 @@ class Events(Protocol):
 
     def host_backoff(self, seconds: float) -> None:
         """A host was put in backoff for ``seconds`` (429, 503, Retry-After, repeated errors)."""
+
+    def lease_rejected(self, write: str) -> None:
+        """A write for a leased host was refused: the lease expired or moved to another daemon
+        (fencing); its result was dropped and the host task stopped."""
 
     def hosts_sampled(self, in_backoff: int, circuit_open: int) -> None:
         """Hosts now in backoff, and hosts whose circuit breaker is open (no requests sent)."""
@@ -76,11 +87,27 @@ class Events(Protocol):
         the achieved rate is measured, all daemons."""
 
     def collection_estimated(self, freshness: float, beta_currency: float) -> None:
-        """Importance-weighted freshness and β-currency of the collection (MODEL.md §4)."""
+        """Importance-weighted freshness and β-currency of the collection (docs/MODEL.md §4)."""
+
+    def stage_completed(self, stage: str, seconds: float) -> None:
+        """A step of the hot path took ``seconds``: ``claim`` (one claim statement) or
+        ``parse`` (decode, parse, features and simhash of one page). Fetch and record times
+        arrive with ``fetch_completed`` and ``db_transaction``."""
+
+    def loop_lag(self, seconds: float) -> None:
+        """The event loop woke ``seconds`` later than asked: time the loop was busy (CPU)."""
 
 
 def status_class(status: int | None) -> str:
     return "none" if status is None else f"{status // 100}xx"
+
+
+def _gauge(
+    name: str, documentation: str, labelnames: Sequence[str] = (), *, registry: CollectorRegistry
+) -> Gauge:
+    """A gauge that, aggregated over ``--processes`` children, shows the value set last."""
+    return Gauge(name, documentation, labelnames, registry=registry,
+                 multiprocess_mode="mostrecent")
 
 
 class Metrics:
@@ -89,6 +116,8 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # The collection's (WARC storage, change events, webhook): see CollectionMetrics.
+        self.collection = CollectionMetrics(r)
         # --- fetching ---------------------------------------------------------------------
         self.fetches = Counter(
             f"{PREFIX}_fetches", "Fetches completed, by outcome and HTTP status class.",
@@ -136,64 +165,71 @@ class Metrics:
             "decompression_bomb, ssrf, redirect_loop, http_503, ...).",
             ["kind"], registry=r,
         )
+        self.lease_rejected_writes = Counter(
+            f"{PREFIX}_lease_rejected_writes",
+            "Writes refused because this daemon's host lease had expired or moved on (fenced "
+            "leases), by write.",
+            ["write"], registry=r,
+        )
         self.crawl_delays_capped = Counter(
             f"{PREFIX}_crawl_delay_capped",
             "robots.txt Crawl-delay values above the configured maximum (crawled at the maximum).",
             registry=r,
         )
-        self.hosts_in_backoff = Gauge(
+        self.hosts_in_backoff = _gauge(
             f"{PREFIX}_hosts_in_backoff", "Hosts currently in backoff.", registry=r
         )
-        self.circuit_breakers_open = Gauge(
+        self.circuit_breakers_open = _gauge(
             f"{PREFIX}_circuit_breakers_open",
             "Hosts whose circuit breaker is open (no requests are sent to them).", registry=r,
         )
         # --- frontier ---------------------------------------------------------------------
-        self.urls = Gauge(f"{PREFIX}_urls", "URLs in the frontier, by state.", ["state"],
+        self.urls = _gauge(f"{PREFIX}_urls", "URLs in the frontier, by state.", ["state"],
                           registry=r)
-        self.urls_due = Gauge(f"{PREFIX}_urls_due", "URLs whose next fetch time has passed.",
+        self.urls_due = _gauge(f"{PREFIX}_urls_due", "URLs whose next fetch time has passed.",
                               registry=r)
-        self.most_overdue = Gauge(
+        self.most_overdue = _gauge(
             f"{PREFIX}_most_overdue_seconds", "How late the most overdue URL is.", registry=r
         )
-        self.hosts_leased = Gauge(
+        self.hosts_leased = _gauge(
             f"{PREFIX}_hosts_leased", "Hosts currently leased by any daemon.", registry=r
         )
         # --- planner and collection estimates (NaN until the planner first reports) -------
-        self.planner_mu = Gauge(
+        self.planner_mu = _gauge(
             f"{PREFIX}_planner_mu",
             "Lagrange multiplier μ: weighted objective gained by one more fetch per day "
-            "(MODEL.md §5).", registry=r,
+            "(docs/MODEL.md §5).", registry=r,
         )
-        self.planner_prior_shape = Gauge(
+        self.planner_prior_shape = _gauge(
             f"{PREFIX}_planner_prior_shape",
-            "Shape of the empirical-Bayes Gamma prior on change rates (MODEL.md §2).", registry=r,
+            "Shape of the empirical-Bayes Gamma prior on change rates (docs/MODEL.md §2).",
+            registry=r,
         )
-        self.planner_prior_mean_rate = Gauge(
+        self.planner_prior_mean_rate = _gauge(
             f"{PREFIX}_planner_prior_mean_changes_per_second",
             "Mean change rate under the empirical-Bayes prior: what an unobserved URL is "
             "assumed to do.", registry=r,
         )
-        self.planner_budget = Gauge(
+        self.planner_budget = _gauge(
             f"{PREFIX}_planner_budget_fetches_per_second",
             "Fetch budget the planner spends, all daemons together.", registry=r,
         )
-        self.planner_achieved = Gauge(
+        self.planner_achieved = _gauge(
             f"{PREFIX}_planner_achieved_fetches_per_second",
             "Fetch rate achieved recently, all daemons together, as the planner measured it.",
             registry=r,
         )
-        self.collection_freshness = Gauge(
+        self.collection_freshness = _gauge(
             f"{PREFIX}_collection_freshness_ratio",
-            "Estimated importance-weighted freshness of the collection (MODEL.md §4).",
+            "Estimated importance-weighted freshness of the collection (docs/MODEL.md §4).",
             registry=r,
         )
-        self.collection_beta_currency = Gauge(
+        self.collection_beta_currency = _gauge(
             f"{PREFIX}_collection_beta_currency_ratio",
             "Estimated probability that a page is β-current for β = CRAWLER_BETA_SECONDS: "
-            "the α of the collection's (α, β)-currency (MODEL.md §4).", registry=r,
+            "the α of the collection's (α, β)-currency (docs/MODEL.md §4).", registry=r,
         )
-        self.collection_estimated_at = Gauge(
+        self.collection_estimated_at = _gauge(
             f"{PREFIX}_collection_estimated_timestamp_seconds",
             "When the collection estimates were last computed (Unix time; 0: never).",
             registry=r,
@@ -206,6 +242,23 @@ class Metrics:
             f"{PREFIX}_db_transaction_seconds", "Latency of the daemon's database transactions.",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5), registry=r,
         )
+        # --- hot path: what a daemon waits on ---------------------------------------------
+        self.stage_duration = Histogram(
+            f"{PREFIX}_page_stage_seconds",
+            "Time per page in each step of the hot path: claim (per claim statement), fetch "
+            "(request to last byte), parse (decode, parse, features, simhash), record (the "
+            "page's transaction).",
+            ["stage"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                     10),
+            registry=r,
+        )
+        self.loop_lag_seconds = Histogram(
+            f"{PREFIX}_event_loop_lag_seconds",
+            "How late the event loop ran a timer: time it was busy with CPU work, per sample.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+            registry=r,
+        )
         self.build = Info(f"{PREFIX}_build", "Build information.", registry=r)
         self.build.info({"version": __version__, "python": platform.python_version()})
 
@@ -214,6 +267,8 @@ class Metrics:
             self.fetch_limits_hit.labels(obs.error_kind).inc()
         self.fetches.labels(obs.outcome, status_class(obs.status)).inc()
         self.fetch_duration.observe(obs.duration_seconds)
+        if obs.duration_seconds > 0:  # not for URLs robots.txt kept from being fetched
+            self.stage_duration.labels("fetch").observe(obs.duration_seconds)
         self.response_bytes.inc(obs.size_bytes)
         if obs.changed:
             self.changes.inc()
@@ -239,9 +294,19 @@ class Metrics:
 
     def db_transaction(self, seconds: float) -> None:
         self.db_latency.observe(seconds)
+        self.stage_duration.labels("record").observe(seconds)
+
+    def stage_completed(self, stage: str, seconds: float) -> None:
+        self.stage_duration.labels(stage).observe(seconds)
+
+    def loop_lag(self, seconds: float) -> None:
+        self.loop_lag_seconds.observe(seconds)
 
     def politeness_wait(self, seconds: float) -> None:
         self.politeness_waits.inc(seconds)
+
+    def address_refused(self) -> None:
+        self.fetch_limits_hit.labels("ssrf").inc()
 
     def robots_denied(self) -> None:
         self.robots_denials.inc()
@@ -252,6 +317,9 @@ class Metrics:
     def host_backoff(self, seconds: float) -> None:
         self.host_backoffs.inc()
         self.host_backoff_seconds.inc(max(0.0, seconds))
+
+    def lease_rejected(self, write: str) -> None:
+        self.lease_rejected_writes.labels(write).inc()
 
     def hosts_sampled(self, in_backoff: int, circuit_open: int) -> None:
         self.hosts_in_backoff.set(in_backoff)
@@ -290,3 +358,44 @@ def exported_names(registry: CollectorRegistry) -> set[str]:
         for suffix in suffixes.get(family.type, ("",)):
             names.add(family.name + suffix)
     return names
+
+
+class CollectionMetrics:
+    """The collection's metrics: stored records and bytes, change events and their delivery."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.records = Counter(
+            f"{PREFIX}_warc_records_total", "WARC records stored, by type (response, revisit).",
+            ["type"], registry=registry,
+        )
+        self.bytes = Counter(
+            f"{PREFIX}_warc_bytes_total", "Compressed WARC bytes stored (records with their "
+            "requests).", registry=registry,
+        )
+        self.events_queued = Counter(
+            f"{PREFIX}_change_events_queued_total", "Change events written to the outbox, by "
+            "kind.", ["kind"], registry=registry,
+        )
+        self.events_delivered = Counter(
+            f"{PREFIX}_webhook_events_delivered_total", "Change events the webhook accepted.",
+            registry=registry,
+        )
+        self.delivery_failures = Counter(
+            f"{PREFIX}_webhook_delivery_failures_total", "Failed webhook POSTs (retried later).",
+            registry=registry,
+        )
+        self.events_pending = _gauge(
+            f"{PREFIX}_webhook_events_pending", "Change events not yet delivered.",
+            registry=registry,
+        )
+        self.oldest_pending_age = _gauge(
+            f"{PREFIX}_webhook_oldest_pending_age_seconds",
+            "Age of the oldest undelivered change event (0 when none).", registry=registry,
+        )
+
+    def stored(self, record_type: str, length_bytes: int) -> None:
+        self.records.labels(record_type).inc()
+        self.bytes.inc(length_bytes)
+
+    def event_queued(self, kind: str) -> None:
+        self.events_queued.labels(kind).inc()

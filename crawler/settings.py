@@ -6,14 +6,43 @@ configuration reference is generated from this class so that it cannot drift.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from crawler.core.links import MAX_URL_LENGTH
 
 ENV_PREFIX = "CRAWLER_"
+# Time a host lease keeps free after a request's timeout, to record the fetch.
+LEASE_MARGIN_SECONDS = 5.0
+
+
+def split_list(value: Any) -> Any:
+    """A list setting from comma-separated text or a JSON list; other values pass through.
+
+    One rule for every list-valued setting, in the variable and in its CLI option alike.
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            decoded = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not a JSON list: {error.msg}") from None
+        if not isinstance(decoded, list) or not all(isinstance(v, str) for v in decoded):
+            raise ValueError("a JSON value must be a list of strings")
+        return [v.strip() for v in decoded if v.strip()]
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+# Comma-separated (or a JSON list) in the environment and on the command line.
+CommaList = Annotated[list[str], NoDecode, BeforeValidator(split_list)]
 
 
 def default_data_dir() -> Path:
@@ -37,7 +66,15 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(10, ge=1, description="Connections in the daemon's pool.")
 
     # --- daemon ---------------------------------------------------------------------------
-    concurrency: int = Field(32, ge=1, description="Hosts fetched concurrently per daemon.")
+    processes: int | None = Field(
+        None,
+        ge=1,
+        description="Fetch processes `crawler run` starts, sharing the frontier, one /metrics "
+        "and one planner (unset: one per CPU, at most the container's CPU limit).",
+    )
+    concurrency: int = Field(
+        32, ge=1, description="Hosts fetched concurrently per daemon (per fetch process)."
+    )
     claim_batch_hosts: int = Field(
         16, ge=1, description="Hosts claimed per round trip to the frontier."
     )
@@ -65,6 +102,9 @@ class Settings(BaseSettings):
         86400.0, gt=0, le=86400.0,
         description="How long a robots.txt is trusted (RFC 9309: at most 24 h).",
     )
+    backoff_base_seconds: float = Field(
+        2.0, gt=0, description="First delay of a failing host's exponential backoff (doubles)."
+    )
     backoff_cap_seconds: float = Field(
         86400.0, gt=0, description="Cap on Retry-After and on a host's backoff."
     )
@@ -90,7 +130,9 @@ class Settings(BaseSettings):
     )
     max_redirects: int = Field(5, ge=0, le=20, description="Redirect hops followed per fetch.")
     max_url_length: int = Field(
-        2083, ge=16, description="Longer URLs are refused (outcome blocked, url_too_long)."
+        MAX_URL_LENGTH,
+        ge=16,
+        description="Longer URLs are refused (outcome blocked, url_too_long).",
     )
     max_outlinks: int = Field(
         1000, ge=0, description="Out-links read per page of a windowed site (trap bound)."
@@ -98,9 +140,19 @@ class Settings(BaseSettings):
     max_depth: int = Field(
         16, ge=1, description="Deepest BFS level a page window discovers."
     )
-    allow_networks: list[str] = Field(
+    allow_networks: CommaList = Field(
         default_factory=list,
-        description="CIDRs the crawler may connect to despite SSRF protection (JSON list).",
+        description="CIDRs the crawler may connect to despite SSRF protection, "
+        "comma-separated (e.g. 127.0.0.0/8,10.1.0.0/16; a JSON list also works).",
+    )
+    keep_alive: bool = Field(
+        True,
+        description="Reuse one connection for a host's URLs within a lease (closed on any "
+        "anomaly).",
+    )
+    ca_bundle: Path | None = Field(
+        None,
+        description="PEM file of extra trusted CA certificates for https, besides the system's.",
     )
 
     # --- change detection and scheduling --------------------------------------------------
@@ -118,21 +170,52 @@ class Settings(BaseSettings):
         "optimal",
         description="Revisit policy: the Lagrange optimum for the budget, or one fixed interval.",
     )
+    detect_periods: bool = Field(
+        True,
+        description="Time fetches of pages found to change on a clock just after their tick.",
+    )
     planner_interval: float = Field(
         300.0, gt=0, description="How often the planner re-solves μ and the prior, seconds."
+    )
+    planner_sample_urls: int = Field(
+        100_000, ge=100, description="Live URLs the planner samples to solve μ and the prior "
+        "(bounds a round's time and memory at any collection size)."
     )
     gone_checks: int = Field(
         3, ge=1, description="Consecutive 404/410 answers after which a page is checked only "
         "at the maximum interval."
     )
     budget_per_day: float | None = Field(
-        None, gt=0, description="Fetches per day the planner spends. Unset: from politeness."
+        None, gt=0,
+        description="Fetches per day the planner spends. Unset: what uniform revisits at "
+        "CRAWLER_DEFAULT_INTERVAL would spend (URLs × 86400 / interval), within politeness.",
     )
     objective: Literal["freshness", "beta_currency", "harmonic", "age"] = Field(
         "freshness", description="What the planner maximises."
     )
     beta_seconds: float = Field(
         86400.0, ge=0, description="Grace period β of (α, β)-currency, seconds."
+    )
+
+    # --- the collection (WARC storage and change events) ------------------------------------
+    store_versions: bool = Field(
+        True, description="Keep every fetched version as WARC records (off: fingerprints and "
+        "change events only)."
+    )
+    warc_dir: Path | None = Field(
+        None, description="Where WARC files are written. Unset: CRAWLER_DATA_DIR/warc."
+    )
+    warc_max_bytes: int = Field(
+        1_000_000_000, ge=1, description="A WARC file is closed (and immutable) once it holds "
+        "this many bytes; writing goes on in a new one."
+    )
+    webhook_url: str | None = Field(
+        None, description="POST each change event as JSON here (at least once, in order per "
+        "URL). Subject to the same SSRF policy as fetches. Unset: no webhook."
+    )
+    webhook_timeout: float = Field(10.0, gt=0, description="Timeout of one webhook POST.")
+    webhook_max_backoff: float = Field(
+        3600.0, gt=0, description="Longest wait between two attempts to deliver an event."
     )
 
     # --- metrics --------------------------------------------------------------------------
@@ -144,8 +227,41 @@ class Settings(BaseSettings):
     # --- logging --------------------------------------------------------------------------
     log_level: str = Field("INFO", description="Python log level.")
     log_json: bool = Field(False, description="JSON-lines logs instead of readable text.")
+    log_fetches: bool = Field(
+        False, description="Log one 'Crawled (200) <GET url> bytes seconds changed' line per "
+        "fetch at INFO (otherwise at DEBUG).",
+    )
+
+    @model_validator(mode="after")
+    def _lease_fits_a_request(self) -> Settings:
+        """A lease too short for one request and its recording would claim hosts and fetch
+        nothing, silently: refuse it at start-up, with the reason."""
+        needed = self.total_timeout + LEASE_MARGIN_SECONDS
+        if self.lease_seconds <= needed:
+            raise ValueError(
+                f"CRAWLER_LEASE_SECONDS={self.lease_seconds:g} is too short: a host task "
+                f"needs the request timeout (CRAWLER_TOTAL_TIMEOUT={self.total_timeout:g}) "
+                f"plus {LEASE_MARGIN_SECONDS:g} s to record it, so more than {needed:g} s; "
+                "raise the lease or lower the timeout"
+            )
+        return self
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _valid_networks(cls, networks: list[str]) -> list[str]:
+        for cidr in networks:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not a CIDR network such as 127.0.0.0/8") from None
+        return networks
 
 
 def env_name(field: str) -> str:
     """The environment variable behind a settings field."""
     return ENV_PREFIX + field.upper()
+
+
+def warc_dir(settings: Settings) -> Path:
+    """The WARC directory in force (CRAWLER_WARC_DIR, else CRAWLER_DATA_DIR/warc)."""
+    return settings.warc_dir if settings.warc_dir is not None else settings.data_dir / "warc"

@@ -10,6 +10,8 @@ from typing import Any
 
 import asyncpg
 
+from crawler.core.budget import BUDGET_CONFIGURED, BUDGET_DEFAULT
+from crawler.core.region import Region, effective_region
 from crawler.db.frontier import to_iso, to_unsigned64
 from crawler.db.queries import QUERIES
 
@@ -27,17 +29,39 @@ def _jsonable(value: Any) -> Any:
 LISTED = 5
 
 
+def budget_source(configured: float | None, budget: float | None) -> str | None:
+    """Where the budget in force came from, in words naming the setting (issue 15)."""
+    if budget is None:
+        return None
+    if configured == BUDGET_CONFIGURED:
+        return "CRAWLER_BUDGET_PER_DAY"
+    if configured == BUDGET_DEFAULT:
+        return "default: uniform revisits at CRAWLER_DEFAULT_INTERVAL (set CRAWLER_BUDGET_PER_DAY)"
+    return "most politeness allows (a daemon older than the polite default)"
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
 async def collect_status(url: str) -> dict[str, Any]:
     conn = await asyncpg.connect(url)
     try:
         counts = await conn.fetchrow(QUERIES["status_counts"])
         states = {r["state"]: r["n"] for r in await conn.fetch(QUERIES["urls_by_state"])}
-        planner = {r["key"]: r["value"] for r in await conn.fetch(QUERIES["load_planner_state"])}
+        planner_rows = await conn.fetch(QUERIES["load_planner_state"])
         overdue = await conn.fetch(QUERIES["most_overdue_urls"], LISTED)
         backoff = await conn.fetch(QUERIES["hosts_in_backoff"], LISTED)
+        refused = await conn.fetch(QUERIES["hosts_refused"], LISTED)
+        paused = await conn.fetch(QUERIES["hosts_paused"], 1000)
     finally:
         await conn.close()
     assert counts is not None
+    planner = {r["key"]: r["value"] for r in planner_rows}
+    computed = max((r["updated_at"] for r in planner_rows if r["key"] == "mu"), default=None)
     budget = planner.get("budget_per_day")
     achieved = planner.get("achieved_per_day")
     return {
@@ -48,6 +72,10 @@ async def collect_status(url: str) -> dict[str, Any]:
             "budget_use": achieved / budget if budget and achieved is not None else None,
             "estimated_freshness": planner.get("estimated_freshness"),
             "estimated_beta_currency": planner.get("estimated_beta_currency"),
+            "budget_source": budget_source(planner.get("budget_configured"), budget),
+            "computed_at": _jsonable(computed),
+            "age_seconds": (dt.datetime.now(dt.UTC) - computed).total_seconds()
+            if computed is not None else None,
         },
         "most_overdue": [
             {"url": r["url"], "overdue_seconds": float(r["overdue_seconds"])} for r in overdue
@@ -55,8 +83,14 @@ async def collect_status(url: str) -> dict[str, Any]:
         "hosts_in_backoff": [
             {"origin": r["origin"], "backoff_until": _jsonable(r["backoff_until"]),
              "consecutive_failures": r["consecutive_failures"],
-             "robots_unreachable": r["robots_unreachable"]}
+             "robots_unreachable": r["robots_unreachable"],
+             "last_error_kind": r["last_error_kind"],
+             "last_error_at": _jsonable(r["last_error_at"])}
             for r in backoff
+        ],
+        "hosts_paused": [r["origin"] for r in paused],
+        "hosts_refused": [
+            {"origin": r["origin"], "reason": r["refused_reason"]} for r in refused
         ],
         "urls": counts["urls"],
         "urls_by_state": states,
@@ -87,10 +121,14 @@ def render_status(status: dict[str, Any]) -> str:
     def number(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
+    if planner.get("computed_at"):
+        rows.append(("planner figures", f"computed {planner['computed_at']} "
+                     f"({_age(planner['age_seconds'])} ago)"))
     rows += [
         ("estimated freshness", number(planner["estimated_freshness"], ".3f")),
         ("estimated β-currency", number(planner["estimated_beta_currency"], ".3f")),
-        ("budget, fetches/day", number(planner["budget_per_day"], ".0f")),
+        ("budget, fetches/day", number(planner["budget_per_day"], ".0f")
+         + (f"  ({planner['budget_source']})" if planner.get("budget_source") else "")),
         ("achieved, fetches/day", number(planner["achieved_per_day"], ".0f")),
         ("budget use", number(planner["budget_use"], ".0%")),
         ("planner μ", number(planner["mu"], ".4g")),
@@ -105,8 +143,15 @@ def render_status(status: dict[str, Any]) -> str:
         lines += [
             f"  {h['origin']}  until {h['backoff_until']}  failures {h['consecutive_failures']}"
             + ("  (robots.txt unreachable)" if h["robots_unreachable"] else "")
+            + (f"  last error {h['last_error_kind']}" if h["last_error_kind"] else "")
             for h in status["hosts_in_backoff"]
         ]
+    if status["hosts_paused"]:
+        lines += ["", "hosts paused (crawler resume --host ORIGIN)"]
+        lines += [f"  {origin}" for origin in status["hosts_paused"]]
+    if status["hosts_refused"]:
+        lines += ["", "hosts refused (never fetched)"]
+        lines += [f"  {h['origin']}  {h['reason']}" for h in status["hosts_refused"]]
     return "\n".join(lines)
 
 
@@ -130,6 +175,7 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
         await conn.close()
     shown = {name: _jsonable(row[name]) for name in URL_FIELDS}
     shown["last_simhash"] = _hex64(row["last_simhash"])
+    shown["region"] = region_shown(row)
     shown["observations"] = [
         {**{k: _jsonable(v) for k, v in o.items()}, "simhash": _hex64(o["simhash"])}
         for o in observations
@@ -142,8 +188,20 @@ def _hex64(value: int | None) -> str | None:
     return None if unsigned is None else f"{unsigned:016x}"
 
 
+def region_shown(row: asyncpg.Record) -> str:
+    """The watched region in effect (crawler.core.region) and where it comes from."""
+    own = Region(row["watch_css"], row["ignore_css"])
+    region = effective_region(
+        row["watch_css"], row["ignore_css"], row["site_watch_css"], row["site_ignore_css"]
+    )
+    if region.whole_page:
+        return "whole page"
+    source = "the URL's own" if not own.whole_page else f"window of {row['site_root_url']}"
+    return f"{region.describe()} ({source})"
+
+
 def render_url(shown: dict[str, Any]) -> str:
-    lines = [f"{k:<24} {shown[k]}" for k in URL_FIELDS]
+    lines = [f"{k:<24} {shown[k]}" for k in (*URL_FIELDS, "region")]
     lines.append("")
     lines.append(f"{'fetched_at':<33} {'outcome':<13} {'status':>6} {'bytes':>8} "
                  f"{'dist':>4} changed")

@@ -345,3 +345,108 @@ class HostileServer:
 
 def http_date(when: float) -> str:
     return email.utils.formatdate(when, usegmt=True)
+
+
+FORGED = head("200 OK", {"Content-Type": "text/html", "Content-Length": "6"}) + b"FORGED"
+
+
+class KeepAliveServer:
+    """An HTTP/1.1 server that keeps connections open and misbehaves on some of them.
+
+    ``served`` lists (connection number, path) per request, so a test can tell which
+    requests shared a connection. Paths: ``/robots.txt`` and anything unlisted answer a
+    correct page; ``/oversend`` appends a whole forged response (``FORGED``) to a correct
+    one in the same write; ``/oversend-late`` sends the forged response later, while the
+    connection is idle (``forged_sent`` is set then); ``/break`` declares 1000 bytes, sends
+    20 and closes; ``/huge`` sends ``HUGE_BYTES``; ``/bomb`` a gzip bomb with a correct
+    Content-Length; ``/silent`` never answers; after ``/drop-next`` the connection's next
+    request is read and the connection closed without an answer (a server timing out an idle
+    connection just as the client reuses it).
+    """
+
+    HUGE_BYTES = 256 * 1024
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.port = 0
+        self.connections = 0
+        self.served: list[tuple[int, str]] = []
+        self.forged_sent = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def origin(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def url(self, path: str) -> str:
+        return self.origin + path
+
+    def connection_of(self, path: str) -> int:
+        return next(conn for conn, served in reversed(self.served) if served == path)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._connection, self.host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self.connections += 1
+        number = self.connections
+        drop_next = False
+        try:
+            while True:
+                request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30.0)
+                path = request.split(b"\r\n", 1)[0].split(b" ")[1].decode("latin-1")
+                self.served.append((number, path))
+                if drop_next or not await self._answer(writer, path):
+                    break
+                drop_next = path == "/drop-next"
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            self._tasks.discard(task)
+
+    async def _answer(self, w: asyncio.StreamWriter, path: str) -> bool:
+        """Write the response to ``path``; False when the connection must end."""
+        page = b"<html><body><p>" + path.encode() + b"</p></body></html>"
+        html = {"Content-Type": "text/html"}
+        if path == "/oversend":
+            w.write(head("200 OK", {**html, "Content-Length": str(len(page))}) + page + FORGED)
+        elif path == "/oversend-late":
+            w.write(head("200 OK", {**html, "Content-Length": str(len(page))}) + page)
+            await w.drain()
+            await asyncio.sleep(0.05)
+            w.write(FORGED)
+            await w.drain()
+            self.forged_sent.set()
+        elif path == "/break":
+            w.write(head("200 OK", {**html, "Content-Length": "1000"}) + page[:20])
+            return False
+        elif path == "/huge":
+            body = b"<p>" + b"x" * self.HUGE_BYTES + b"</p>"
+            w.write(head("200 OK", {**html, "Content-Length": str(len(body))}) + body)
+        elif path == "/bomb":
+            body = gzip.compress(b"\0" * (4 * 1024 * 1024), 9)
+            headers = {**html, "Content-Encoding": "gzip", "Content-Length": str(len(body))}
+            w.write(head("200 OK", headers) + body)
+        elif path == "/silent":
+            await asyncio.sleep(3600)
+        else:
+            w.write(head("200 OK", {**html, "Content-Length": str(len(page))}) + page)
+        return True

@@ -18,6 +18,7 @@ import asyncpg
 
 from crawler.core import capacity
 from crawler.core.lifetime_fit import PageObservation, fit_lifetimes
+from crawler.core.model import SECONDS_PER_DAY
 
 
 def load_observation_spans_from_db(database_url: str | None) -> list[PageObservation]:
@@ -55,13 +56,20 @@ def _parsed(parse: Callable[[str], float], what: str) -> Callable[[str], float]:
     return convert
 
 
+def _check(args: argparse.Namespace) -> None:
+    """Only --from-db needs the database: check it first, as the other commands do."""
+    args.needs_db = "schema" if args.from_db else None
+
+
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `plan` subcommand."""
     parser = subparsers.add_parser(
         "plan",
-        help="re-fetch period, bandwidth and (α, β)-currency of a collection",
-        description=__doc__,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        help="Re-fetch period, bandwidth and (α, β)-currency of a collection.",
+        description="How often must a collection be re-fetched to stay (α, β)-current? "
+        "Brewington & Cybenko (2000) section 6: the uniform re-fetch period for a target "
+        "(α, β), the α of a given period, the fetch rate and bandwidth for a collection size, "
+        "and what the optimal per-page schedule reaches with the same budget.",
     )
     parser.add_argument(
         "--weibull-shape", type=float, default=None,
@@ -75,14 +83,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--from-db", action="store_true",
         help="fit the Weibull to the crawler's own change observations instead",
     )
-    parser.add_argument(
-        "--database-url", default=None,
-        help="database for --from-db (default: CRAWLER_DATABASE_URL, else the embedded one)",
-    )
-    parser.add_argument("--alpha", type=float, default=0.95, help="target fraction β-current")
+    parser.add_argument("--alpha", type=float, default=0.95,
+                        help="target fraction of pages β-current (default 0.95)")
     parser.add_argument(
         "--beta", type=_parsed(capacity.parse_duration_days, "duration"), default=1.0,
-        help="grace period β with a unit: 1d, 1w, 6h, 30m (bare number: days)",
+        help="grace period β with a unit: 1d, 1w, 6h, 30m (bare number: days; default 1d)",
     )
     parser.add_argument(
         "--period", type=_parsed(capacity.parse_duration_days, "duration"), default=None,
@@ -97,6 +102,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="mean page size: 12KB (KB = 1000 bytes, KiB = 1024)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    from crawler.commands.options import add_common_options
+
+    add_common_options(parser)  # the database of --from-db, as every command names it
+    parser.set_defaults(check=_check)
     parser.set_defaults(func=run)
 
 
@@ -133,7 +142,7 @@ def compute_plan(
         result.update(
             pages=pages,
             fetches_per_day=per_day,
-            fetches_per_second=per_day / capacity.SECONDS_PER_DAY,
+            fetches_per_second=per_day / SECONDS_PER_DAY,
         )
         if page_size_bytes is not None:
             bits = capacity.bandwidth_bits_per_second(pages, page_size_bytes, period)
@@ -181,7 +190,9 @@ def run(args: argparse.Namespace) -> int:
     fit_note: dict[str, Any] = {}
     if args.from_db:
         try:
-            observations = load_observation_spans_from_db(args.database_url)
+            from crawler.cli import load_settings, resolve_url
+
+            observations = load_observation_spans_from_db(resolve_url(load_settings(args)))
         except (OSError, asyncpg.PostgresError) as error:
             print(f"crawler plan: cannot read the database: {error}", file=sys.stderr)
             return 1

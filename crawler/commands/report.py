@@ -30,22 +30,47 @@ def _duration(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, metavar="DIR",
                         help="directory for index.html and the PNGs (created if missing)")
-    parser.add_argument(
-        "--database-url", default=None,
-        help="database to report on (default: CRAWLER_DATABASE_URL, else the embedded one)",
-    )
     parser.add_argument("--alpha", type=float, default=0.95,
-                        help="target fraction of pages β-current for the capacity figures")
+                        help="target fraction of pages β-current for the capacity figures "
+                             "(default 0.95)")
     parser.add_argument("--beta", type=_duration, default=1.0,
-                        help="grace period β with a unit: 1d, 1w, 6h (bare number: days)")
-    parser.set_defaults(func=run)
+                        help="grace period β with a unit: 1d, 1w, 6h (bare number: days; "
+                             "default 1d)")
+    from crawler.commands.options import add_common_options
+
+    add_common_options(parser)
+    parser.set_defaults(func=run, needs_db="schema", check=check_arguments)
+
+
+def writable_directory(out: Path) -> str | None:
+    """Why ``out`` cannot take the report, or None when it can (checked before any work)."""
+    import tempfile
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".crawler-report-"):
+            pass
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse an unwritable --out before touching the database (one line, exit 2)."""
+    from crawler.commands.errors import UserError
+
+    problem = writable_directory(args.out)
+    if problem is not None:
+        raise UserError(f"report: cannot write to {args.out}: {problem}; choose another --out")
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the `report` subcommand."""
     parser = subparsers.add_parser(
-        "report", help="HTML change report with plots (lifetimes, capacity, hosts)",
-        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "report", help="HTML change report with plots (lifetimes, capacity, hosts).",
+        description="The change report: a self-contained HTML page with plots of what the "
+        "crawler observed (lifetimes, change arrivals, rates, revisit intervals, hosts) and "
+        "what it implies for capacity (Brewington & Cybenko's (α, β) level set).",
     )
     add_arguments(parser)
 
@@ -69,7 +94,14 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 < args.alpha < 1.0:
         print("crawler report: --alpha must be between 0 and 1", file=sys.stderr)
         return 2
-    url = resolve_database_url(args.database_url)
+    problem = writable_directory(args.out)
+    if problem is not None:
+        print(f"crawler report: cannot write to {args.out}: {problem}; choose another --out",
+              file=sys.stderr)
+        return 2
+    from crawler.cli import load_settings, resolve_url
+
+    url = resolve_url(load_settings(args))
     try:
         data = asyncio.run(load_report_data(url, datetime.now(UTC)))
     except (OSError, asyncpg.PostgresError) as error:

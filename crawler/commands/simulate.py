@@ -33,6 +33,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--warmup-days", type=float, default=360.0, help="excluded from averages")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--beta-days", type=float, default=1.0, help="grace of β-currency")
+    parser.add_argument(
+        "--last-modified-share",
+        type=float,
+        default=0.0,
+        help="share of pages that send a truthful Last-Modified (0 to 1)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per policy per line")
     parser.set_defaults(func=run)
 
@@ -53,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("--pages, --days and --mean-interval must be positive")
     if not 0 <= args.warmup_days < args.days:
         raise SystemExit("--warmup-days must be in [0, --days)")
+    if not 0.0 <= args.last_modified_share <= 1.0:
+        raise SystemExit("--last-modified-share must be in [0, 1]")
     names = list(POLICIES) if args.policy == "all" else [args.policy]
     population = build_population(args.population, args.pages, args.days, args.seed)
     budget_per_day = args.pages / args.mean_interval
@@ -66,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             warmup_days=args.warmup_days,
             beta_days=args.beta_days,
             seed=args.seed,
+            last_modified_share=args.last_modified_share,
         )
         results.append(result)
         if args.json:

@@ -36,12 +36,13 @@ class HostHealth:
 
 @dataclass(frozen=True, slots=True)
 class CircuitBreaker:
-    """Backoff parameters; the state lives in ``HostHealth``."""
+    """Backoff parameters; the state lives in ``HostHealth``. No defaults: built from the
+    settings by ``crawler.config.circuit_breaker``."""
 
-    base_seconds: float = 2.0
-    cap_seconds: float = 86400.0
-    failure_threshold: int = 5
-    open_seconds: float = 300.0
+    base_seconds: float
+    cap_seconds: float
+    failure_threshold: int
+    open_seconds: float
 
     def is_open(self, health: HostHealth, now: float) -> bool:
         """Whether the host must not be contacted yet."""
@@ -93,10 +94,10 @@ def host_backoff_until(
     retry_after_seconds: float | None,
     *,
     rng_value: float,
-    cap_seconds: float = 86400.0,
-    base_seconds: float = 2.0,
-    failure_threshold: int = 5,
-    open_seconds: float = 300.0,
+    cap_seconds: float,
+    base_seconds: float,
+    failure_threshold: int,
+    open_seconds: float,
 ) -> float | None:
     """When the host may be contacted again, or None if it need not wait.
 

@@ -11,9 +11,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from crawler.core.freshness import beta_currency, freshness
+from crawler.core.model import SECONDS_PER_DAY
 from crawler.core.plan import Objective, solve_mu
 
-SECONDS_PER_DAY = 86400.0
 # Plan for a little less than the politeness limits allow: requests take time too.
 DERIVED_BUDGET_HEADROOM = 0.8
 
@@ -48,13 +48,42 @@ def derived_budget_per_day(
     return float(DERIVED_BUDGET_HEADROOM * min(per_host.sum(), busiest.sum()))
 
 
+BUDGET_CONFIGURED = 1.0  # planner_state "budget_configured": CRAWLER_BUDGET_PER_DAY was set
+BUDGET_DEFAULT = 0.0
+
+
+def default_budget_per_day(urls: int, default_interval_seconds: float) -> float:
+    """What uniform revisits at the default interval spend: each URL once per interval.
+
+    The polite default (issue 15): with no budget configured the optimum redistributes what
+    the uniform schedule would spend, instead of the most politeness allows.
+    """
+    return max(urls, 0) * SECONDS_PER_DAY / default_interval_seconds
+
+
+def budget_in_force(
+    configured_per_day: float | None,
+    urls: int,
+    default_interval_seconds: float,
+    politeness_cap_per_day: float,
+) -> tuple[float, float]:
+    """The budget the planner spends and where it came from (BUDGET_CONFIGURED or _DEFAULT).
+
+    An explicit budget replaces the default; the default never exceeds what politeness allows.
+    """
+    if configured_per_day is not None:
+        return configured_per_day, BUDGET_CONFIGURED
+    default = default_budget_per_day(urls, default_interval_seconds)
+    return min(default, politeness_cap_per_day), BUDGET_DEFAULT
+
+
 def collection_estimates(
     change_rates_per_day: ArrayLike,
     fetch_rates_per_day: ArrayLike,
     weights: ArrayLike,
     beta_days: float,
 ) -> tuple[float, float]:
-    """Importance-weighted expected freshness and β-currency (MODEL.md section 4)."""
+    """Importance-weighted expected freshness and β-currency (docs/MODEL.md section 4)."""
     w = np.asarray(weights, dtype=np.float64)
     if w.size == 0 or w.sum() <= 0:
         return 1.0, 1.0
@@ -94,3 +123,53 @@ def plan_population(
     )
     fresh, current = collection_estimates(rates, result.rates_per_day, w, beta_days)
     return PopulationPlan(result.mu, result.rates_per_day, result.total_per_day, fresh, current)
+
+
+def fleet_budget_per_day(all_hosts_per_day: float, busiest_hosts_per_day: float) -> float:
+    """The derived budget of a whole fleet, from two sums the database computes.
+
+    ``all_hosts_per_day`` is Σ over hosts of one request per politeness delay;
+    ``busiest_hosts_per_day`` is the same sum over the C fastest hosts, where C is the summed
+    concurrency of every live daemon. Same rule as ``derived_budget_per_day``.
+    """
+    return float(DERIVED_BUDGET_HEADROOM * max(0.0, min(all_hosts_per_day, busiest_hosts_per_day)))
+
+
+@dataclass(frozen=True, slots=True)
+class IdStrata:
+    """A stratified sample of a sequence key: one random start in each of equal-width ranges."""
+
+    lows: NDArray[np.int64]
+    starts: NDArray[np.int64]
+    ends: NDArray[np.int64]  # exclusive
+
+
+def id_strata(min_id: int, max_id: int, strata: int, rng: np.random.Generator) -> IdStrata:
+    """Split [min_id, max_id] into ``strata`` ranges and draw a random start in each.
+
+    The database reads a few rows from each start upward (primary-key index), so the sample
+    spreads over the whole key space at a cost bounded by its size, not the table's.
+    """
+    width = max(1, max_id - min_id + 1)
+    count = max(1, min(strata, width))
+    edges = min_id + (np.arange(count + 1, dtype=np.float64) * width / count).astype(np.int64)
+    edges[-1] = max_id + 1
+    lows, highs = edges[:-1], edges[1:]
+    starts = lows + (rng.random(count) * (highs - lows)).astype(np.int64)
+    return IdStrata(lows.astype(np.int64), starts.astype(np.int64), highs.astype(np.int64))
+
+
+def estimated_population(
+    strata: IdStrata, rows_read: NDArray[np.int64], last_ids: NDArray[np.int64], per_stratum: int
+) -> float:
+    """Live rows in the key space, from each stratum's density of live rows after its start.
+
+    A stratum that returned fewer than ``per_stratum`` rows was read to its end: its density
+    is exact over [start, end). One that filled up covered [start, last id]. Each density is
+    extrapolated over the stratum's whole width (stratified estimator of a total).
+    """
+    starts = strata.starts
+    ends = strata.ends
+    widths_from_start = np.where(rows_read < per_stratum, ends - starts, last_ids - starts + 1)
+    density = rows_read / np.maximum(widths_from_start, 1)
+    return float(np.sum(density * (ends - strata.lows)))

@@ -5,7 +5,7 @@ w(t) of shape σ and scale θ days (their eq. 23). A page re-fetched every T day
 with probability β/T + (1 − e^{−λ(T−β)}) / (λT) (eq. 22, 1 when T ≤ β); averaging over w gives
 the collection's α (eq. 24). We also compute what the same fetch budget buys when each page
 gets its own interval T(λ) (their closing remark, "T as a function of λ"), chosen by the
-Lagrange condition of ../shared/MODEL.md section 5 applied to the β-currency objective.
+Lagrange condition of docs/MODEL.md section 5 applied to the β-currency objective.
 
 Pure: no I/O, no clock. Durations are days unless a name says otherwise.
 """
@@ -21,9 +21,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy import integrate, optimize
 
+from crawler.core.model import SECONDS_PER_DAY
+
 FloatArray = npt.NDArray[np.float64]
 
-SECONDS_PER_DAY = 86_400.0
 BITS_PER_BYTE = 8
 # Nodes of the midpoint rule in Weibull quantile space used by the optimal-schedule
 # integrals; enough for ~1e-5 accuracy in α, and fast (vectorised bisections).
@@ -162,7 +163,7 @@ def optimal_interval_days(
 ) -> FloatArray:
     """Fetch interval T(t) maximising Σ P_β − μ Σ f for pages of mean lifetime t.
 
-    Lagrange condition ∂P/∂f = μ (MODEL.md section 5 with the β-currency of eq. 22 in place
+    Lagrange condition ∂P/∂f = μ (docs/MODEL.md section 5 with the β-currency of eq. 22 in place
     of freshness). Pages with β + t ≤ μ are not worth fetching at all: interval +inf.
     """
     t = np.asarray(mean_lifetime_days, dtype=np.float64)
@@ -235,7 +236,7 @@ def optimal_alpha(
     """α of the best per-page schedule whose mean fetch rate equals that of period T.
 
     The budget ∫ w(t)/T(t) dt = 1/T is met by bisection on the one multiplier μ
-    (MODEL.md section 5); the integrals run over Weibull quantiles, midpoint rule.
+    (docs/MODEL.md section 5); the integrals run over Weibull quantiles, midpoint rule.
     """
     _check_weibull(shape, scale_days)
     if mean_period_days <= 0 or beta_days < 0:

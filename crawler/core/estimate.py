@@ -2,7 +2,7 @@
 
 A fetch only reveals whether *at least one* change happened since the previous fetch, so the
 plain ratio "changes / time" undercounts fast pages. This module holds the estimators of
-MODEL.md section 2 (Cho & Garcia-Molina, "Estimating frequency of change", 2003) and the
+docs/MODEL.md section 2 (Cho & Garcia-Molina, "Estimating frequency of change", 2003) and the
 Bayesian shrinkage toward a population Gamma prior that the planner uses as the working rate.
 
 Time is in days and rates are per day. Pure functions over plain data: no clock, no I/O.
@@ -148,7 +148,7 @@ def mle_rate_irregular(
 
 @dataclass(frozen=True, slots=True)
 class LastModifiedHistory:
-    """Statistics for the Last-Modified estimator (MODEL.md 2, Cho & Garcia-Molina 2003).
+    """Statistics for the Last-Modified estimator (docs/MODEL.md 2, Cho & Garcia-Molina 2003).
 
     On a fetch that finds a change, X += 1 and T += fetch time - Last-Modified (the page was
     seen unchanged only since its last modification); otherwise T += the interval.
@@ -219,6 +219,30 @@ def last_modified_is_credible(
     return not np.any(np.diff(modified) < 0.0)
 
 
+def dated_change_days(
+    previous_fetch_days: float,
+    fetched_at_days: float,
+    last_modified_days: float | None,
+    previous_last_modified_days: float | None,
+    *,
+    same_instant_days: float = 120.0 / 86400.0,
+) -> float | None:
+    """Days between a changed fetch and the page's last change, when Last-Modified says so.
+
+    The per-fetch form of `last_modified_is_credible`: the header must fall inside the
+    interval that saw the change, not within `same_instant_days` of the fetch (a page stamped
+    with the response time), and not go backwards from the previous value. None otherwise:
+    the interval is then only known to hold a change.
+    """
+    if last_modified_days is None or not math.isfinite(last_modified_days):
+        return None
+    if not previous_fetch_days < last_modified_days <= fetched_at_days - same_instant_days:
+        return None
+    if previous_last_modified_days is not None and last_modified_days < previous_last_modified_days:
+        return None
+    return fetched_at_days - last_modified_days
+
+
 # ---------------------------------------------------------------------------------------------
 # Posterior mean under a Gamma prior with the exact likelihood
 
@@ -267,6 +291,115 @@ def posterior_rate(history: ChangeHistory, prior: GammaPrior) -> float:
     fine_kernel = _log_posterior_kernel(fine, intervals, prior.shape, exposure_days)
     weights = np.exp(fine_kernel - fine_kernel.max())
     return float(np.dot(weights, np.exp(fine)) / weights.sum())
+
+
+def fast_posterior_rate(
+    history: ChangeHistory, prior: GammaPrior, guess_rate_per_day: float | None = None
+) -> float:
+    """Posterior mean change rate (per day): what the daemon and the simulator schedule with.
+
+    Same posterior as `posterior_rate` (Gamma prior x exact interval-censored likelihood,
+    docs/MODEL.md section 2), but found without a grid: the log posterior in x = log lam is
+    concave, so Newton's method reaches its mode in a few steps, and a 5-point Gauss-Hermite
+    rule around the mode, reweighted by the exact kernel, gives the mean (Laplace's method
+    with a skew correction). About 10x faster than the quadrature; within 3% of it
+    (tests/unit/test_estimate.py). `guess_rate_per_day` (the URL's previous estimate) only
+    shortens the mode search.
+    """
+    exposure_days = prior.rate + history.unchanged_days
+    if not history.changed_intervals_days:
+        return prior.shape / exposure_days  # conjugate case: exact
+    shape = prior.shape
+    changed = history.changed_intervals_days
+    if guess_rate_per_day is not None and guess_rate_per_day > 0.0:
+        x = math.log(guess_rate_per_day)
+    else:
+        x = math.log((shape + len(changed)) / (exposure_days + math.fsum(changed)))
+    # Short records in plain floats, long ones in numpy: the same formulas, whichever is
+    # faster (numpy's per-call overhead dominates below a dozen intervals).
+    small = len(changed) <= _SCALAR_MAX_INTERVALS
+    intervals = np.asarray(changed, dtype=np.float64)
+    curvature = -1.0
+    for _ in range(40):
+        rate = math.exp(x)
+        # l(x) = a x - E e^x + sum log(1 - e^{-u_i}), u_i = e^x t_i. With q = e^{-u} and
+        # g = u q / (1 - q): l' = a - E lam + sum g, l'' = -E lam + sum (g - u^2 q / (1-q)^2).
+        if small:
+            slope, bend = _scalar_derivatives(rate, changed)
+        else:
+            u = np.maximum(rate * intervals, 1e-12)
+            q = np.exp(-u)
+            g = u * q / (1.0 - q)
+            slope = float(g.sum())
+            bend = float(np.sum(g - u * g / (1.0 - q)))
+        slope += shape - exposure_days * rate
+        curvature = bend - exposure_days * rate
+        if not curvature < 0.0:
+            break
+        step = max(-2.0, min(2.0, -slope / curvature))
+        x += step
+        if abs(step) < 1e-5:
+            break
+    if not curvature < 0.0:
+        return math.exp(x)
+    # Gauss-Hermite around the mode, reweighted by the exact kernel: corrects the skew that
+    # the plain log-normal mean exp(x + s^2/2) gets wrong.
+    spread = math.sqrt(-1.0 / curvature)
+    if small:
+        log_kernel_list = [
+            shape * point
+            - exposure_days * math.exp(point)
+            + math.fsum(_log_detect(math.exp(point) * t) for t in changed)
+            + correction
+            for point, correction in zip(
+                (x + spread * z for z in _HERMITE_OFFSET_LIST),
+                _HERMITE_CORRECTION_LIST,
+                strict=True,
+            )
+        ]
+        top = max(log_kernel_list)
+        numerator = denominator = 0.0
+        for z, value in zip(_HERMITE_OFFSET_LIST, log_kernel_list, strict=True):
+            weight = math.exp(value - top)
+            numerator += weight * math.exp(x + spread * z)
+            denominator += weight
+        return numerator / denominator
+    points = x + spread * _HERMITE_OFFSETS
+    rates = np.exp(points)
+    with np.errstate(divide="ignore", under="ignore"):
+        detect = np.log(-np.expm1(-np.multiply.outer(rates, intervals))).sum(axis=1)
+    log_kernel = shape * points - exposure_days * rates + detect + _HERMITE_CORRECTION
+    weights = np.exp(log_kernel - log_kernel.max())
+    return float(np.dot(weights, rates) / weights.sum())
+
+
+def _scalar_derivatives(rate: float, intervals: tuple[float, ...]) -> tuple[float, float]:
+    """(sum g, sum (g - u g / (1 - q))) of `fast_posterior_rate`, in plain floats."""
+    slope = bend = 0.0
+    for interval in intervals:
+        u = max(rate * interval, 1e-12)
+        q = math.exp(-u)
+        g = u * q / (1.0 - q)
+        slope += g
+        bend += g - u * g / (1.0 - q)
+    return slope, bend
+
+
+def _log_detect(u: float) -> float:
+    """log(1 - e^{-u}), -745 where it underflows."""
+    return math.log(-math.expm1(-u)) if u > 1e-300 else -745.0
+
+
+def _gauss_hermite_nodes(points: int) -> tuple[FloatArray, FloatArray]:
+    """Nodes z and log(weight) + z^2/2 of the rule for weight e^{-z^2/2}."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(points)
+    return nodes, np.log(weights) + nodes * nodes / 2.0
+
+
+_HERMITE_OFFSETS, _HERMITE_CORRECTION = _gauss_hermite_nodes(5)
+_HERMITE_OFFSET_LIST = [float(z) for z in _HERMITE_OFFSETS]
+_HERMITE_CORRECTION_LIST = [float(c) for c in _HERMITE_CORRECTION]
+_SCALAR_MAX_INTERVALS = 12
 
 
 # ---------------------------------------------------------------------------------------------

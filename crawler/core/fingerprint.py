@@ -1,8 +1,9 @@
 """Page fingerprints: a 64-bit Charikar simhash of text features, plus an exact content hash.
 
-A page **changed** when the simhash of its new version is at Hamming distance >= k (k = 6) from
-the stored one (Grimes & O'Brien 2008; MODEL.md section 1). Bytes that changed while the simhash
-moved by fewer than k bits are a *cosmetic* change (a timestamp, a counter): recorded, not counted.
+A page **changed** when the simhash of its new version is at Hamming distance >= k (k = 6)
+from the stored one (Grimes & O'Brien 2008; docs/MODEL.md section 1). Bytes that changed while
+the simhash moved by fewer than k bits are a *cosmetic* change (a timestamp, a counter):
+recorded, not counted.
 
 `simhash64` gives exactly `simhash.Simhash(features, f=64, hashfunc=h).value` (simhash 2.1.2) for
 non-negative weights, but votes all features at once with numpy instead of one Python iteration
@@ -129,7 +130,7 @@ def simhash64(
 
     Each feature's 64-bit hash votes its weight for every bit it has set; bit b of the result is
     1 when its votes exceed half the total weight, i.e. when the +w/-w vote sum is positive
-    (Charikar 2002; MODEL.md section 1). Identical to `simhash.Simhash(features, f=64,
+    (Charikar 2002; docs/MODEL.md section 1). Identical to `simhash.Simhash(features, f=64,
     hashfunc=hashfunc).value` for non-negative weights; that package also overflows on integer
     weights > 255 under numpy 2, which this function handles. Bare strings weigh 1.
     An empty feature set gives 0.
@@ -152,20 +153,6 @@ def simhash64(
 def hamming_distance(a: int, b: int) -> int:
     """Number of differing bits between two 64-bit fingerprints (signed or unsigned form)."""
     return ((a ^ b) & _MASK64).bit_count()
-
-
-def is_changed(
-    previous: int | None, current: int, threshold_bits: int = CHANGE_THRESHOLD_BITS
-) -> tuple[bool, int | None]:
-    """(changed, distance): changed when distance >= threshold_bits (MODEL.md section 1).
-
-    A first observation (`previous` None) has no distance and counts as not changed: there is no
-    earlier version to differ from.
-    """
-    if previous is None:
-        return False, None
-    distance = hamming_distance(previous, current)
-    return distance >= threshold_bits, distance
 
 
 def content_hash(body: bytes) -> bytes:

@@ -1,7 +1,7 @@
 """Freshness, age and β-currency of a Poisson page fetched at evenly spaced times.
 
 All functions accept scalars or numpy arrays and broadcast. Rates are per day, times in days.
-The formulas are MODEL.md section 4; the derivatives with respect to the fetch rate f are the
+The formulas are docs/MODEL.md section 4; the derivatives with respect to the fetch rate f are the
 left-hand sides of the Lagrange condition of section 5 (w · dObjective/df = μ).
 """
 
@@ -109,17 +109,3 @@ def beta_currency_gradient(
     value = np.where(change_rate <= 0.0, 0.0, value)
     value = np.where(interval <= beta_days, 0.0, value)
     return np.asarray(value, dtype=np.float64)
-
-
-def harmonic_rate(change_rate_per_day: ArrayLike, weight: ArrayLike, mu: float) -> FloatArray:
-    """Kolobov et al. 2019, optimum for harmonic staleness: ρ = (−λ + √(λ² + 4wλ/μ)) / 2."""
-    change_rate = _as_float_array(change_rate_per_day)
-    weights = _as_float_array(weight)
-    if mu <= 0.0:
-        return np.full(np.broadcast(change_rate, weights).shape, np.inf)
-    # Rationalised to avoid cancellation when 4wλ/μ ≪ λ²: ρ = 2wλ/μ / (λ + √(λ² + 4wλ/μ)).
-    ratio = 4.0 * weights * change_rate / mu
-    denominator = change_rate + np.sqrt(np.square(change_rate) + ratio)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = (ratio / 2.0) / denominator
-    return np.asarray(np.where(denominator > 0.0, value, 0.0), dtype=np.float64)

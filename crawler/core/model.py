@@ -7,24 +7,53 @@ conversion happens once, in ``crawler.core.observe`` and ``crawler.core.schedule
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-from crawler.core.estimate import ChangeHistory
+from crawler.core.estimate import ChangeHistory, LastModifiedHistory
 from crawler.core.periodic import PeriodicModel
+from crawler.core.region import WHOLE_PAGE, Region
 
 SECONDS_PER_DAY = 86400.0
 
-# Fetch outcomes, recorded per observation and counted in metrics.
-OK = "ok"
-NOT_MODIFIED = "not_modified"
-GONE = "gone"
-HTTP_ERROR = "http_error"
-NETWORK_ERROR = "network_error"
-TIMEOUT = "timeout"
-REDIRECT = "redirect"
-DISALLOWED = "disallowed"
-BLOCKED = "blocked"  # refused before connecting (SSRF protection, bad scheme, URL too long)
 
-CONTENT_OUTCOMES = frozenset({OK, NOT_MODIFIED})
+
+class Outcome(StrEnum):
+    """What one fetch came to: recorded per observation and counted in metrics."""
+
+    OK = "ok"
+    NOT_MODIFIED = "not_modified"
+    GONE = "gone"
+    HTTP_ERROR = "http_error"
+    NETWORK_ERROR = "network_error"
+    TIMEOUT = "timeout"
+    REDIRECT = "redirect"
+    DISALLOWED = "disallowed"  # robots.txt forbids it: recorded, not requested
+    BLOCKED = "blocked"  # refused before connecting (SSRF protection, bad scheme, URL too long)
+
+
+class UrlState(StrEnum):
+    """A URL's lifecycle state (``urls.state``; the table's CHECK constraint lists the same)."""
+
+    NEW = "new"
+    ACTIVE = "active"
+    GONE = "gone"
+    ERROR = "error"
+    REDIRECTED = "redirected"
+    DISALLOWED = "disallowed"
+
+
+# Short names for the outcomes (the same enumeration members, not copies).
+OK = Outcome.OK
+NOT_MODIFIED = Outcome.NOT_MODIFIED
+GONE = Outcome.GONE
+HTTP_ERROR = Outcome.HTTP_ERROR
+NETWORK_ERROR = Outcome.NETWORK_ERROR
+TIMEOUT = Outcome.TIMEOUT
+REDIRECT = Outcome.REDIRECT
+DISALLOWED = Outcome.DISALLOWED
+BLOCKED = Outcome.BLOCKED
+
+CONTENT_OUTCOMES = frozenset({Outcome.OK, Outcome.NOT_MODIFIED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +63,7 @@ class UrlRecord:
     url_id: int
     url: str
     host_id: int = 0
-    state: str = "new"
+    state: UrlState = UrlState.NEW
     importance: float = 1.0
     last_fetched_at: float | None = None  # last fetch that observed content
     last_status: int | None = None
@@ -52,6 +81,14 @@ class UrlRecord:
     periodic: PeriodicModel | None = None
     site_id: int | None = None  # set when the URL belongs to a windowed site
     depth: int | None = None
+    # Cho & Garcia-Molina's Last-Modified statistics, and the recent (Last-Modified, fetched
+    # at) pairs, flattened, in POSIX days, that decide whether to believe them.
+    last_modified_history: LastModifiedHistory = field(default_factory=LastModifiedHistory)
+    last_modified_evidence_days: tuple[float, ...] = ()
+    # The region whose text is fingerprinted (the URL's, else its site's), and the key of the
+    # region ``last_simhash`` was computed under (crawler.core.region.Region.key).
+    region: Region = WHOLE_PAGE
+    fingerprint_region: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +97,7 @@ class FetchResult:
 
     fetched_at: float
     duration_seconds: float
-    outcome: str
+    outcome: Outcome
     status: int | None = None
     body: bytes = b""
     content_type: str | None = None
@@ -70,6 +107,9 @@ class FetchResult:
     truncated: bool = False
     redirect_to: str | None = None
     retry_after_seconds: float | None = None
+    # The final response's reason phrase and headers, as received (stored in the WARC record).
+    reason: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +117,7 @@ class Observation:
     """One row of ``observations``: what a fetch saw, compared with the previous version."""
 
     fetched_at: float
-    outcome: str
+    outcome: Outcome
     status: int | None
     size_bytes: int
     duration_seconds: float

@@ -1,16 +1,19 @@
 """Interpret one fetch: fingerprint the page, compare it with the previous version.
 
 Pure: the daemon and the tests call it with plain data. A change is a simhash distance of at
-least the threshold (MODEL.md section 1); bytes that differ under the threshold are a
+least the threshold (docs/MODEL.md section 1); bytes that differ under the threshold are a
 cosmetic change, recorded (``content_changed``) but not counted.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
+from crawler.core.estimate import dated_change_days
 from crawler.core.extract import ParsedPage, parse_page
 from crawler.core.fingerprint import content_hash, hamming_distance, simhash64
+from crawler.core.last_modified import observe_last_modified
 from crawler.core.model import (
     DISALLOWED,
     GONE,
@@ -21,12 +24,15 @@ from crawler.core.model import (
     FetchResult,
     Observation,
     UrlRecord,
+    UrlState,
 )
 from crawler.core.periodic import PeriodicModel, detect_period_from_intervals
+from crawler.core.region import Region
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 MAX_CHANGE_BRACKETS = 64
 MIN_CHANGES_FOR_PERIOD = 8
+DATED_BRACKET_DAYS = 60.0 / SECONDS_PER_DAY
 
 
 def is_html(content_type: str | None, body: bytes) -> bool:
@@ -38,13 +44,19 @@ def is_html(content_type: str | None, body: bytes) -> bool:
 
 
 def parse_result(
-    result: FetchResult, *, page_url: str | None = None, max_links: int = 1000
+    result: FetchResult,
+    *,
+    page_url: str | None = None,
+    max_links: int = 1000,
+    region: Region | None = None,
 ) -> ParsedPage | None:
     """Parse a fetched HTML page once (text, features, and out-links when ``page_url`` is
     given); None when there is no HTML body to parse."""
     if result.outcome != OK or not is_html(result.content_type, result.body):
         return None
-    return parse_page(result.body, result.content_type, page_url=page_url, max_links=max_links)
+    return parse_page(
+        result.body, result.content_type, page_url=page_url, max_links=max_links, region=region
+    )
 
 
 def as_permanent_redirect(result: FetchResult) -> FetchResult:
@@ -63,6 +75,11 @@ def observe(
 
     ``page`` is the fetch already parsed by ``parse_result`` (parsed here when omitted);
     non-HTML content gets only the exact hash.
+
+    A fingerprint stored under another region than the record's (``crawler watch`` changed it)
+    is not compared with: this fetch's fingerprint is the new baseline, and the fetch counts as
+    unchanged only when the bytes are identical, else as unknown (``changed`` None), never as a
+    change.
     """
     simhash: int | None = None
     exact: bytes | None = None
@@ -72,11 +89,13 @@ def observe(
     if result.outcome == OK:
         exact = content_hash(result.body)
         if page is None:
-            page = parse_result(result)
+            page = parse_result(result, region=record.region)
         simhash = None if page is None else simhash64(page.features)
         if record.last_content_hash is not None:
             content_changed = exact != record.last_content_hash
-            if simhash is not None and record.last_simhash is not None:
+            if simhash is not None and record.fingerprint_region != record.region.key:
+                changed = False if not content_changed else None
+            elif simhash is not None and record.last_simhash is not None:
                 distance = hamming_distance(simhash, record.last_simhash)
                 changed = distance >= threshold_bits
             else:
@@ -105,12 +124,15 @@ def observe(
 def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> UrlRecord:
     """The URL's state after this fetch (schedule aside)."""
     if obs.outcome == DISALLOWED:
-        return replace(record, state="disallowed")  # not fetched: nothing else changes
+        # Not requested, but a fetch of the URL all the same: counted, nothing else changes.
+        return replace(
+            record, state=UrlState.DISALLOWED, fetch_count=record.fetch_count + 1
+        )
     if obs.outcome == REDIRECT:
         # Moved permanently: the URL now points elsewhere; its target is a URL of its own.
         return replace(
             record,
-            state="redirected",
+            state=UrlState.REDIRECTED,
             last_status=obs.status,
             fetch_count=record.fetch_count + 1,
             consecutive_failures=0,
@@ -119,7 +141,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
         # A lifespan ends; consecutive_failures counts the gone answers in a row.
         return replace(
             record,
-            state="gone",
+            state=UrlState.GONE,
             last_status=obs.status,
             fetch_count=record.fetch_count + 1,
             consecutive_failures=record.consecutive_failures + 1,
@@ -127,7 +149,11 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
     if obs.outcome not in (OK, NOT_MODIFIED):
         return replace(
             record,
-            state="error" if record.state in ("new", "error") else record.state,
+            state=(
+                UrlState.ERROR
+                if record.state in (UrlState.NEW, UrlState.ERROR)
+                else record.state
+            ),
             last_status=obs.status,
             fetch_count=record.fetch_count + 1,
             consecutive_failures=record.consecutive_failures + 1,
@@ -135,24 +161,45 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
     history = record.history
     brackets = record.change_brackets_days
     periodic = record.periodic
+    lm_history, lm_evidence = record.last_modified_history, record.last_modified_evidence_days
     if obs.changed is not None and record.last_fetched_at is not None:
         interval_days = (obs.fetched_at - record.last_fetched_at) / SECONDS_PER_DAY
         if interval_days > 0:
             history = history.observe(interval_days, obs.changed)
+            lm_history, lm_evidence = observe_last_modified(
+                record, obs.fetched_at, result.last_modified, interval_days, obs.changed
+            )
+            start_days = record.last_fetched_at / SECONDS_PER_DAY
+            end_days = obs.fetched_at / SECONDS_PER_DAY
+            since_change = (
+                dated_change_days(
+                    start_days,
+                    end_days,
+                    _days(result.last_modified),
+                    _days(record.last_modified),
+                )
+                if obs.changed
+                else None
+            )
+            if since_change is not None:
+                # A credible Last-Modified dates the change: the period detector gets a
+                # bracket of about a minute around it instead of the whole interval.
+                end_days -= since_change
+                start_days = max(start_days, end_days - DATED_BRACKET_DAYS)
             if obs.changed:
-                brackets = (
-                    *brackets,
-                    record.last_fetched_at / SECONDS_PER_DAY,
-                    obs.fetched_at / SECONDS_PER_DAY,
-                )[-2 * MAX_CHANGE_BRACKETS :]
-                periodic = detect_update_clock(brackets)
+                brackets = (*brackets, start_days, end_days)[-2 * MAX_CHANGE_BRACKETS :]
+                if _period_test_due(record.change_count + 1):
+                    periodic = detect_update_clock(brackets)
     return replace(
         record,
-        state="active",
+        state=UrlState.ACTIVE,
         last_fetched_at=obs.fetched_at,
         last_status=obs.status,
         last_simhash=obs.simhash,
         last_content_hash=obs.content_hash,
+        fingerprint_region=(
+            record.region.key if obs.outcome == OK else record.fingerprint_region
+        ),
         etag=result.etag if obs.outcome == OK else (result.etag or record.etag),
         last_modified=result.last_modified or (
             record.last_modified if obs.outcome == NOT_MODIFIED else None
@@ -163,13 +210,37 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
         history=history,
         change_brackets_days=brackets,
         periodic=periodic,
+        last_modified_history=lm_history,
+        last_modified_evidence_days=lm_evidence,
     )
+
+
+def _days(posix_seconds: float | None) -> float | None:
+    return None if posix_seconds is None else posix_seconds / SECONDS_PER_DAY
+
+
+def _period_test_due(change_count: int) -> bool:
+    """Whether to re-test for an update clock at this change: every 8th change up to 64,
+    then every 32nd. Each test costs milliseconds; the model in between is kept."""
+    if change_count < MIN_CHANGES_FOR_PERIOD:
+        return False
+    return change_count % (8 if change_count <= 64 else 32) == 0
 
 
 def detect_update_clock(brackets_days: tuple[float, ...]) -> PeriodicModel | None:
     """A regular update period (1 h, 1 d, 1 w) from the change brackets, when the evidence
-    is strong enough (crawler.core.periodic's test); None for a Poisson-looking page."""
+    is strong enough (crawler.core.periodic's test); None for a Poisson-looking page.
+
+    Consecutive fetch intervals tile time, so the gap between one changed bracket and the
+    next is where fetches saw no change: those gaps are the unchanged evidence that refutes
+    a period the page does not keep (docs/MODEL.md section 3.1).
+    """
     pairs = list(zip(brackets_days[::2], brackets_days[1::2], strict=True))
     if len(pairs) < MIN_CHANGES_FOR_PERIOD:
         return None
-    return detect_period_from_intervals(pairs, min_events=MIN_CHANGES_FOR_PERIOD)
+    gaps = [
+        (end, start)
+        for (_, end), (start, _) in pairwise(pairs)
+        if start > end
+    ]
+    return detect_period_from_intervals(pairs, gaps, min_events=MIN_CHANGES_FOR_PERIOD)

@@ -2,7 +2,7 @@
 
 Grimes & O'Brien found many fast pages on a 1-hour or 1-day clock, and Wolf et al. call such
 pages quasi-deterministic: updates happen only at known potential instants, so a fetch
-should come just after one (MODEL.md section 3). Here "the evidence is strong enough" is a
+should come just after one (docs/MODEL.md section 3). Here "the evidence is strong enough" is a
 stated test: a Rayleigh test that update phases are not uniform (what a Poisson page gives),
 Bonferroni-corrected for the candidate periods, plus a second check that the period explains
 the data better than Poisson (see each function).
@@ -302,9 +302,25 @@ def _fit_phase_and_jitter(
         anchor = on_plateau[0]
         offsets = np.mod(on_plateau - anchor + 0.5 * period_days, period_days) - 0.5 * period_days
         best_phase = (anchor + float(offsets.mean())) % period_days
+        if _refinement == 1:
+            break
+        coarse_phases, coarse_surface = phases, surface
         phases = np.mod(best_phase + np.linspace(-1.5 * step, 1.5 * step, 31), period_days)
         step = 3.0 * step / 30
-    return float(best_phase), float(jitters[jitter_index]), float(top)
+    # Brackets wider than the jitter leave the phase only bounded: the fitted jitter can be
+    # far smaller than the error in the phase. The phases within half a unit of log-likelihood
+    # of the best (about one standard error) measure that error; it joins the jitter, so a
+    # fetch waits long enough after the update and a vague model is not used for timing.
+    near = np.concatenate(
+        [
+            grid[values[:, jitter_index] >= top - 0.5]
+            for grid, values in ((coarse_phases, coarse_surface), (phases, surface))
+        ]
+    )
+    offsets = np.mod(near - best_phase + 0.5 * period_days, period_days) - 0.5 * period_days
+    phase_error = float(np.max(np.abs(offsets))) if near.size else 0.0
+    jitter = math.hypot(float(jitters[jitter_index]), phase_error)
+    return float(best_phase), jitter, float(top)
 
 
 def next_update_after(model: PeriodicModel, t_days: float) -> float:

@@ -1,6 +1,6 @@
 """Allocate a fetch budget across URLs: the Lagrange optimum with one multiplier μ.
 
-MODEL.md section 5. For every URL that gets fetched, w_i · ∂Objective/∂f_i = μ; one scalar μ,
+docs/MODEL.md section 5. For every URL that gets fetched, w_i · ∂Objective/∂f_i = μ; one scalar μ,
 found by bisection so that Σ f_i equals the budget, decides every URL, and a single URL's rate is
 then a local computation from (λ_i, w_i, μ). That is what lets the daemon reschedule one URL
 after each fetch from the stored μ, while a side task re-solves μ for the whole population.
@@ -117,7 +117,7 @@ def _unbounded_rates(
         return np.asarray(np.where(mu_array <= 0.0, np.inf, rates), dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if objective == "age":
-            # −w dA/df = μ  ⇔  r²/2 − 1 + (1 + r)e^{−r} = μ λ² / w  (MODEL.md section 4 age).
+            # −w dA/df = μ  ⇔  r²/2 − 1 + (1 + r)e^{−r} = μ λ² / w  (docs/MODEL.md section 4 age).
             r = _invert_age_condition(mu_array * np.square(change_rates) / weights)
             fetched = r > 0.0
         else:
@@ -267,7 +267,7 @@ def fetch_rate_for(
 
 
 def _start_mu(change_rates: FloatArray, weights: FloatArray, budget_per_day: float) -> float:
-    # Slow-page approximation f ≈ √(wλ / (2μ)) summed and solved for μ (MODEL.md section 5).
+    # Slow-page approximation f ≈ √(wλ / (2μ)) summed and solved for μ (docs/MODEL.md section 5).
     root_sum = float(np.sum(np.sqrt(np.maximum(weights * change_rates, 0.0) / 2.0)))
     if root_sum <= 0.0 or budget_per_day <= 0.0:
         return 1.0
@@ -534,7 +534,7 @@ def next_fetch_time(
 ) -> float:
     """When to fetch next: evenly spaced at 1/f, or just after an expected periodic update.
 
-    Evenly spaced fetches beat random ones (MODEL.md section 4). For a page that updates on a
+    Evenly spaced fetches beat random ones (docs/MODEL.md section 4). For a page that updates on a
     clock (Wolf et al.'s quasi-deterministic pages, Grimes & O'Brien's hourly and daily pages),
     the fetch goes shortly after the latest expected update no later than the evenly spaced
     time, so the interval stays between 1/f − period and 1/f; when the page updates less often

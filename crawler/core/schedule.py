@@ -2,7 +2,7 @@
 
 Pure: the daemon and the simulator call it with plain data and the current time. In the
 ``optimal`` mode the URL's change rate is re-estimated from its own record (the posterior mean
-under the population's prior, MODEL.md section 2) and its fetch rate follows from the stored
+under the population's prior, docs/MODEL.md section 2) and its fetch rate follows from the stored
 Lagrange multiplier μ (section 5): the in-place, variable-frequency update. A side task
 re-solves μ for the whole population so that the rates add up to the budget.
 """
@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from crawler.core.estimate import DEFAULT_PRIOR, GammaPrior, posterior_rate
+from crawler.core.estimate import DEFAULT_PRIOR, GammaPrior, fast_posterior_rate
+from crawler.core.last_modified import known_change_rate_per_day
 from crawler.core.model import (
     CONTENT_OUTCOMES,
+    DISALLOWED,
     GONE,
     REDIRECT,
     SECONDS_PER_DAY,
@@ -23,6 +25,7 @@ from crawler.core.model import (
     Schedule,
     UrlRecord,
 )
+from crawler.core.periodic import PeriodicModel
 from crawler.core.plan import Objective, fetch_rate_for, next_fetch_time
 
 FIRST_RETRY_SECONDS = 60.0
@@ -32,18 +35,19 @@ FIRST_RETRY_SECONDS = 60.0
 class SchedulePolicy:
     """Everything ``next_fetch`` needs besides the URL: settings and the planner's state."""
 
-    mode: Literal["uniform", "optimal"] = "optimal"
-    default_interval_seconds: float = 86400.0
-    min_interval_seconds: float = 60.0
-    max_interval_seconds: float = 30 * 86400.0
-    gone_checks_before_max_interval: int = 3
-    objective: Objective = "freshness"
-    beta_seconds: float = 86400.0
-    # The planner's multiplier; None until it has solved once (the uniform interval is used).
+    # Settings (no defaults: built by ``crawler.config.schedule_policy``, the one source).
+    mode: Literal["uniform", "optimal"]
+    default_interval_seconds: float
+    min_interval_seconds: float
+    max_interval_seconds: float
+    gone_checks_before_max_interval: int
+    objective: Objective
+    beta_seconds: float
+    detect_periods: bool
+    # The planner's state, not settings: None until it has solved once (uniform interval used).
     mu: float | None = None
     prior: GammaPrior = DEFAULT_PRIOR
     host_priors: Mapping[int, GammaPrior] = field(default_factory=dict)
-    detect_periods: bool = True
 
     def prior_for(self, host_id: int) -> GammaPrior:
         return self.host_priors.get(host_id, self.prior)
@@ -63,12 +67,23 @@ def uniform_interval_seconds(policy: SchedulePolicy) -> float:
 
 
 def estimated_rate_per_day(record: UrlRecord, policy: SchedulePolicy) -> float:
-    """The URL's working change rate: posterior mean under its host's (or the global) prior."""
-    return posterior_rate(record.history, policy.prior_for(record.host_id))
+    """The URL's working change rate: Cho & Garcia-Molina's Last-Modified estimate when the
+    server's dates are credible, else the posterior mean under its host's (or the global)
+    prior, by the fast estimator (the simulator replays millions of fetches through this
+    function; the previous estimate only seeds its mode search)."""
+    known = known_change_rate_per_day(record)
+    if known is not None:
+        return known
+    return fast_posterior_rate(
+        record.history, policy.prior_for(record.host_id), record.change_rate_per_day
+    )
 
 
 def optimal_fetch_rate_per_day(
-    change_rate_per_day: float, importance: float, policy: SchedulePolicy
+    change_rate_per_day: float,
+    importance: float,
+    policy: SchedulePolicy,
+    min_interval_days: float | None = None,
 ) -> float:
     """The Lagrange-optimal fetch rate for μ (section 5), within the interval bounds."""
     assert policy.mu is not None
@@ -77,15 +92,56 @@ def optimal_fetch_rate_per_day(
         importance,
         policy.mu,
         policy.objective,
-        policy.min_interval_seconds / SECONDS_PER_DAY,
+        min_interval_days or policy.min_interval_seconds / SECONDS_PER_DAY,
         policy.max_interval_seconds / SECONDS_PER_DAY,
         beta_days=policy.beta_seconds / SECONDS_PER_DAY,
     )
 
 
-def next_fetch(record: UrlRecord, obs: Observation, policy: SchedulePolicy) -> Schedule:
-    """The URL's next fetch time after ``obs``, and the estimates behind it."""
+def min_interval_days(record: UrlRecord, policy: SchedulePolicy) -> float:
+    """The URL's shortest revisit interval: the policy's, or its update period when it is
+    timed by a clock. A clocked page gains nothing from a second fetch in one cycle, and the
+    planner must count exactly what it will spend (docs/MODEL.md section 3.2)."""
+    shortest = policy.min_interval_seconds / SECONDS_PER_DAY
+    model = timing_model(record, policy)
+    if model is None:
+        return shortest
+    return min(max(shortest, model.period_days), policy.max_interval_seconds / SECONDS_PER_DAY)
+
+
+def update_delay_seconds(model: PeriodicModel, policy: SchedulePolicy) -> float:
+    """How long after an expected update to fetch: three jitters, at least the minimum
+    interval (docs/MODEL.md section 3.2)."""
+    return max(3.0 * model.jitter_days * SECONDS_PER_DAY, policy.min_interval_seconds)
+
+
+def timing_model(record: UrlRecord, policy: SchedulePolicy) -> PeriodicModel | None:
+    """The URL's update clock when it is sharp enough to time fetches by (the delay after an
+    update under a quarter of the period), else None: scheduled as a Poisson page."""
+    model = record.periodic if policy.detect_periods else None
+    if model is None:
+        return None
+    if update_delay_seconds(model, policy) >= 0.25 * model.period_days * SECONDS_PER_DAY:
+        return None
+    return model
+
+
+def next_fetch(
+    record: UrlRecord,
+    obs: Observation,
+    policy: SchedulePolicy,
+    *,
+    robots_expires_at: float | None = None,
+) -> Schedule:
+    """The URL's next fetch time after ``obs``, and the estimates behind it.
+
+    The only writer rule of ``next_fetch_at`` after a fetch. A URL robots.txt forbids is
+    rechecked when the host's robots.txt is next fetched (``robots_expires_at``), not sooner
+    than the shortest interval.
+    """
     now = obs.fetched_at
+    if obs.outcome == DISALLOWED:
+        return Schedule(max(robots_expires_at or now, now + policy.min_interval_seconds))
     if obs.outcome == REDIRECT:
         return Schedule(now + policy.max_interval_seconds)  # checked rarely: may move back
     if obs.outcome == GONE:
@@ -98,13 +154,16 @@ def next_fetch(record: UrlRecord, obs: Observation, policy: SchedulePolicy) -> S
     if policy.mode == "uniform" or policy.mu is None:
         interval = uniform_interval_seconds(policy)
         return Schedule(now + interval, change_rate, SECONDS_PER_DAY / interval)
-    fetch_rate = optimal_fetch_rate_per_day(change_rate, record.importance, policy)
-    periodic = record.periodic if policy.detect_periods else None
+    fetch_rate = optimal_fetch_rate_per_day(
+        change_rate, record.importance, policy, min_interval_days(record, policy)
+    )
+    periodic = timing_model(record, policy)
     next_days = next_fetch_time(
         now / SECONDS_PER_DAY,
         fetch_rate,
         periodic,
         max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
         min_update_delay_days=policy.min_interval_seconds / SECONDS_PER_DAY,
+        saw_change=bool(obs.changed),
     )
     return Schedule(next_days * SECONDS_PER_DAY, change_rate, fetch_rate)

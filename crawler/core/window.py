@@ -1,6 +1,6 @@
 """The page window of a site: the first N pages reachable breadth first from its root.
 
-Cho & Garcia-Molina's monitoring technique (MODEL.md section 7). Pure: the daemon calls it
+Cho & Garcia-Molina's monitoring technique (docs/MODEL.md section 7). Pure: the daemon calls it
 with the link graph it last observed, after each fetch of one of the site's pages.
 """
 
@@ -12,14 +12,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 Node = TypeVar("Node", bound=Hashable)
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """The window's members in BFS order, and the BFS depth of every page reached."""
-
-    members: list[int]
-    depths: dict[int, int]
 
 
 def bfs_window(

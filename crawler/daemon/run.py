@@ -1,7 +1,11 @@
 """``crawler run``: wire settings, database, HTTP session, worker and side tasks; handle signals.
 
 SIGTERM or SIGINT stops claiming, lets in-flight fetches finish for ``shutdown_grace`` seconds,
-gives back every lease still held and returns 0. A second signal skips the grace period.
+gives back every lease still held and returns 0. A second signal skips the grace period (and
+also returns 0). A signal during start-up stops it at once, also with 0. Start-up failures an
+operator fixes by a setting (metrics port in use, database unreachable) are one line and exit
+2. Side tasks are supervised; a fetch loop that dies exits 1 so that systemd or Kubernetes
+restarts the daemon.
 """
 
 from __future__ import annotations
@@ -10,31 +14,41 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
+import aiohttp
 import asyncpg
+from aiohttp import web
 
-from crawler.core.backoff import CircuitBreaker
+from crawler.commands.errors import UserError
 from crawler.core.schedule import SchedulePolicy
+from crawler.daemon.config import HEARTBEAT_SECONDS, planner_inputs, worker_config
 from crawler.daemon.http import make_app, start_server
-from crawler.daemon.planner import PlannerInputs, run_planner
-from crawler.daemon.worker import DB_UNAVAILABLE, Worker, WorkerConfig
+from crawler.daemon.looplag import watch_loop_lag
+from crawler.daemon.planner import PlannerConfig, supervised_planner
+from crawler.daemon.signals import Shutdown, process_shutdown
+from crawler.daemon.supervise import SideTask, Supervisor
+from crawler.daemon.webhook import WebhookDelivery
+from crawler.daemon.worker import DB_UNAVAILABLE, Worker
 from crawler.db import frontier, migrate
 from crawler.db.connect import create_pool, describe
+from crawler.db.estimates import FrontierFigures, frontier_figures
 from crawler.db.queries import QUERIES
-from crawler.fetch import FetchLimits, new_session
 from crawler.metrics import Metrics
+from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.robots import product_token
-from crawler.settings import Settings
+from crawler.settings import Settings, warc_dir
+from crawler.store.collect import Collection
+from crawler.store.threaded import ThreadedStore
+from crawler.store.warc import WarcStore
 
 log = logging.getLogger(__name__)
 
-# The frontier gauges count whole tables (status_counts): often enough for a dashboard, rarely
-# enough not to load a database holding millions of URLs.
+# How often one daemon of the fleet samples the frontier's gauges (estimates at scale).
 SAMPLE_INTERVAL_SECONDS = 30.0
 
 
@@ -42,160 +56,357 @@ def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def worker_config(settings: Settings, owner: str) -> WorkerConfig:
-    return WorkerConfig(
-        owner=owner,
-        concurrency=settings.concurrency,
-        claim_batch_hosts=settings.claim_batch_hosts,
-        claim_urls_per_host=settings.claim_urls_per_host,
-        lease_seconds=settings.lease_seconds,
-        poll_interval=settings.poll_interval,
-        politeness_delay=settings.politeness_delay,
-        simhash_threshold=settings.simhash_threshold,
-        robots_token=product_token(settings.user_agent),
-        max_crawl_delay=settings.max_crawl_delay,
-        robots_cache_seconds=settings.robots_cache_seconds,
-        breaker=CircuitBreaker(
-            cap_seconds=settings.backoff_cap_seconds,
-            failure_threshold=settings.breaker_failure_threshold,
-            open_seconds=settings.breaker_open_seconds,
-        ),
-        max_outlinks=settings.max_outlinks,
-        max_depth=settings.max_depth,
-        limits=FetchLimits(
-            connect_timeout=settings.connect_timeout,
-            total_timeout=settings.total_timeout,
-            first_byte_timeout=settings.first_byte_timeout,
-            max_redirects=settings.max_redirects,
-            max_url_length=settings.max_url_length,
-            max_body_bytes=settings.max_body_bytes,
-        ),
-        schedule=SchedulePolicy(
-            mode=settings.schedule,
-            default_interval_seconds=settings.default_interval,
-            min_interval_seconds=settings.min_interval,
-            max_interval_seconds=settings.max_interval,
-            gone_checks_before_max_interval=settings.gone_checks,
-            objective=settings.objective,
-            beta_seconds=settings.beta_seconds,
-        ),
-    )
-
-
 async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics, settings: Settings) -> None:
-    """Side task: the frontier's gauges, sampled from the database."""
+    """Side task: the frontier's gauges. One daemon per fleet samples (PostgreSQL's estimates
+    on a large frontier, ``crawler.db.estimates``) and stores the figures; all publish them."""
     while True:
         with contextlib.suppress(asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
-            counts = await pool.fetchrow(QUERIES["status_counts"])
-            states = {r["state"]: r["n"] for r in await pool.fetch(QUERIES["urls_by_state"])}
-            health = await pool.fetchrow(
-                QUERIES["hosts_health"], settings.breaker_failure_threshold
+            claimed = await pool.fetchval(
+                QUERIES["fleet_claim"], "sampler", 0.8 * SAMPLE_INTERVAL_SECONDS
             )
-            if health is not None:
-                metrics.hosts_sampled(health["in_backoff"], health["circuit_open"])
-            if counts is not None:
+            if claimed is not None:
+                figures: FrontierFigures | None = await frontier_figures(
+                    pool, settings.breaker_failure_threshold
+                )
+                assert figures is not None
+                state = figures.as_state()
+                await pool.execute(
+                    QUERIES["store_planner_state"], list(state), list(state.values())
+                )
+            else:
+                stored = await pool.fetch(QUERIES["load_planner_state"])
+                figures = FrontierFigures.from_state({r["key"]: r["value"] for r in stored})
+            if figures is not None:
+                metrics.hosts_sampled(figures.hosts_in_backoff, figures.hosts_circuit_open)
                 metrics.frontier_sampled(
-                    states,
-                    counts["due_now"],
-                    float(counts["most_overdue_seconds"] or 0.0),
-                    counts["hosts_leased"],
+                    figures.urls_by_state,
+                    figures.due_now,
+                    figures.most_overdue_seconds,
+                    figures.hosts_leased,
                 )
         await asyncio.sleep(SAMPLE_INTERVAL_SECONDS)
 
 
-async def run_daemon(
-    settings: Settings, url: str, *, duration: float | None = None, metrics: Metrics | None = None
+async def heartbeat(pool: asyncpg.Pool, owner: str, concurrency: int, seconds: float) -> None:
+    """Side task: this daemon's row in ``daemons``, so the planner counts its capacity."""
+    while True:
+        with contextlib.suppress(asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+            await pool.execute(QUERIES["heartbeat"], owner, concurrency)
+        await asyncio.sleep(seconds)
+
+
+class StartupError(UserError):
+    """A start-up failure the operator fixes by a setting: one line, exit 2, no traceback."""
+
+
+DB_CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+def check_data_dir(data_dir: Path, setting: str) -> None:
+    """The embedded server and the WARC store write under their directories: they must be
+    writable, or the daemon stops at once naming ``setting``."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=data_dir):
+            pass
+    except OSError as exc:
+        raise StartupError(
+            f"the directory {data_dir} is not writable ({exc.strerror or exc}); set "
+            f"{setting} to a writable directory"
+        ) from None
+
+
+def check_dirs(settings: Settings) -> None:
+    """The directories the daemon writes to: the embedded server's, the WARC store's."""
+    if not settings.database_url:
+        check_data_dir(settings.data_dir, "CRAWLER_DATA_DIR")
+    if settings.store_versions:
+        check_data_dir(warc_dir(settings), "CRAWLER_WARC_DIR (or CRAWLER_DATA_DIR)")
+
+
+async def database_revision(conn: asyncpg.Connection | asyncpg.Pool) -> str | None:
+    """The schema's Alembic revision, None before the first migration.
+
+    Read with asyncpg rather than through Alembic's SQLAlchemy engine: a query cancelled by a
+    signal then closes quietly (SQLAlchemy logs a traceback for a cancelled connect).
+    """
+    try:
+        revision: str | None = await conn.fetchval("SELECT version_num FROM alembic_version")
+    except asyncpg.UndefinedTableError:
+        return None
+    return revision
+
+
+async def _check_database(url: str) -> str | None:
+    """Fail fast, in one line, when the database cannot be reached; returns its revision."""
+    try:
+        conn = await asyncpg.connect(url, timeout=DB_CONNECT_TIMEOUT_SECONDS)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise StartupError(
+            f"cannot reach the database at {describe(url)} ({type(exc).__name__}: {exc}); "
+            "set CRAWLER_DATABASE_URL to a reachable server, or unset it for the embedded one"
+        ) from None
+    try:
+        return await database_revision(conn)
+    finally:
+        await conn.close()
+
+
+async def preflight(url: str, shutdown: Shutdown) -> bool:
+    """The database checks of ``--processes N``'s parent, before it forks: one line and exit 2
+    (``StartupError``) when they fail; False when a signal came first (stop, exit 0)."""
+    shutdown.attach()
+    try:
+        check = asyncio.create_task(_check_database(url))
+        stop_wait = asyncio.create_task(shutdown.stop.wait())
+        await asyncio.wait([check, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+        stop_wait.cancel()
+        if not check.done():
+            check.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StartupError):
+                await check
+            return False
+        current, head = check.result(), migrate.head_revision()
+        if current != head:
+            raise StartupError(f"database {describe(url)} is at revision {current}, not {head}: "
+                               "run `crawler db upgrade`")
+        return True
+    finally:
+        shutdown.detach()
+
+
+async def _start_metrics(
+    stack: contextlib.AsyncExitStack, app: web.Application, settings: Settings
 ) -> int:
+    try:
+        runner, port = await start_server(app, settings.metrics_host, settings.metrics_port)
+    except OSError as exc:
+        raise StartupError(
+            f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port} "
+            f"({exc.strerror or exc}); set CRAWLER_METRICS_PORT to a free port, or to 0 for "
+            "any free port (one per daemon on a machine)"
+        ) from None
+    stack.push_async_callback(runner.cleanup)
+    return port
+
+
+async def run_daemon(
+    settings: Settings,
+    url: str,
+    *,
+    duration: float | None = None,
+    metrics: Metrics | None = None,
+    shutdown: Shutdown | None = None,
+    supervised: bool = False,
+    plans: bool = True,
+) -> int:
+    """Run until a signal (exit 0), ``duration`` (0), a start-up error (2) or a dead fetch
+    loop (1). Signals counted before the loop started are honoured at once.
+
+    ``supervised``: a child of ``--processes N``, whose parent serves /metrics; ``plans``: this
+    process runs the planner and the frontier sampler (one per machine)."""
+    shutdown = shutdown or process_shutdown()
+    shutdown.attach()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            start = asyncio.create_task(
+                _start(stack, settings, url, metrics or Metrics(), supervised, plans)
+            )
+            stop_wait = asyncio.create_task(shutdown.stop.wait())
+            await asyncio.wait([start, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+            stop_wait.cancel()
+            if not start.done():
+                start.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StartupError):
+                    await start
+                log.info("stopped during start-up")
+                return 0
+            daemon = start.result()
+            if daemon is None:
+                return 2
+            return await daemon.serve(shutdown, duration)
+    except StartupError as exc:
+        log.error("%s", exc)
+        return 2
+    finally:
+        shutdown.detach()
+
+
+async def _start(
+    stack: contextlib.AsyncExitStack,
+    settings: Settings,
+    url: str,
+    metrics: Metrics,
+    supervised: bool,
+    plans: bool,
+) -> Daemon | None:
+    """Everything that must work before fetching; what it opens, ``stack`` closes."""
+    current = await _check_database(url)
     head = migrate.head_revision()
-    current = await migrate.current_revision(url)
     if current != head:
         log.error("database %s is at revision %s, not %s: run `crawler db upgrade`",
                   describe(url), current, head)
-        return 2
-    metrics = metrics or Metrics()
+        return None
     owner = owner_id()
-    pool = await create_pool(url, min_size=1, max_size=settings.db_pool_size)
-    config = worker_config(settings, owner)
-    session = new_session(
-        settings.user_agent,
-        config.limits,
-        address_policy=AddressPolicy(settings.allow_networks),
-    )
-    worker = Worker(config, pool, session, metrics)
-    loop_task: asyncio.Task[None] | None = None
+    started: list[Daemon] = []  # the daemon, once built: /readyz asks it
 
     async def ready() -> tuple[bool, str]:
-        try:
-            revision = await migrate.current_revision(url)
-        except (OSError, asyncpg.PostgresError) as exc:
-            return False, f"database unreachable: {exc}"
-        if revision != head:
-            return False, f"migrations not current: {revision} != {head}"
-        if loop_task is None or loop_task.done():
-            return False, "fetchers not running"
-        return True, "ready"
+        return await started[0].ready() if started else (False, "starting")
 
-    runner, port = await start_server(
-        make_app(metrics.registry, ready), settings.metrics_host, settings.metrics_port
-    )
+    port = None
+    if not supervised:  # bound first: a port in use is reported before anything is opened
+        port = await _start_metrics(stack, make_app(metrics.registry, ready), settings)
+    try:
+        session = new_session(
+            settings.user_agent,
+            worker_config(settings, owner).limits,
+            address_policy=AddressPolicy(settings.allow_networks),
+            lease_keep_alive=settings.keep_alive,
+            ca_bundle=settings.ca_bundle,
+        )
+    except ValueError as exc:  # e.g. an unreadable CRAWLER_CA_BUNDLE
+        raise StartupError(str(exc)) from None
+    stack.push_async_callback(session.close)
+    pool = await create_pool(url, min_size=1, max_size=settings.db_pool_size)
+    stack.push_async_callback(pool.close)
+    store: ThreadedStore | None = None
+    if settings.store_versions:
+        directory = warc_dir(settings)
+        warc_store = await asyncio.to_thread(
+            WarcStore, directory, max_bytes=settings.warc_max_bytes, writer_name=owner
+        )
+        for name in warc_store.recovered:
+            log.warning("closed %s, left open by a writer that stopped", name)
+        store = ThreadedStore(warc_store)
+        stack.push_async_callback(store.close)
+        log.info("storing versions as WARC in %s", directory)
+    # Change events go to the outbox whether or not versions are stored.
+    collection = Collection(store, pool, settings.user_agent, metrics.collection)
+    webhook_session: aiohttp.ClientSession | None = None
+    if settings.webhook_url and plans:  # one deliverer per machine, not one per process
+        webhook_session = new_session(settings.user_agent, worker_config(settings, owner).limits,
+                                      address_policy=AddressPolicy(settings.allow_networks),
+                                      ca_bundle=settings.ca_bundle)
+        stack.push_async_callback(webhook_session.close)
+    daemon = Daemon(settings, url, head, owner, pool, metrics, collection, webhook_session, plans)
+    daemon.session = session
+    started.append(daemon)
+    if port is None:
+        log.info("daemon %s on %s (fetch process of a --processes set)", owner, describe(url))
+        return daemon
     log.info("daemon %s on %s; metrics at http://%s:%d/metrics",
              owner, describe(url), settings.metrics_host, port)
+    return daemon
 
-    stop_requested = asyncio.Event()
-    hurry = asyncio.Event()
 
-    def on_signal() -> None:
-        if stop_requested.is_set():
-            hurry.set()
-        stop_requested.set()
+class Daemon:
+    """The running parts: fetch loop, supervised side tasks, readiness."""
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
-    sampler = asyncio.create_task(sample_frontier(pool, metrics, settings))
-    side_tasks = [sampler]
-    if settings.schedule == "optimal":
+    def __init__(self, settings: Settings, url: str, head: str | None, owner: str,
+                 pool: asyncpg.Pool, metrics: Metrics, collection: Collection,
+                 webhook_session: aiohttp.ClientSession | None, plans: bool) -> None:
+        self.settings = settings
+        self.url = url
+        self.head = head
+        self.owner = owner
+        self.pool = pool
+        self.metrics = metrics
+        self.collection = collection
+        self.webhook_session = webhook_session
+        self.plans = plans
+        self.worker_config = worker_config(settings, owner)
+        self.session: aiohttp.ClientSession | None = None
+        self.loop_task: asyncio.Task[None] | None = None
+        self.supervisor = Supervisor(self._side_tasks())
 
-        def set_policy(policy: SchedulePolicy) -> None:
-            worker.config.schedule = policy
+    def _side_tasks(self) -> list[SideTask]:
+        settings = self.settings
+        tasks = [
+            SideTask("loop lag watch", lambda: watch_loop_lag(self.metrics), required=False),
+            SideTask("heartbeat", lambda: heartbeat(
+                self.pool, self.owner, settings.concurrency, HEARTBEAT_SECONDS
+            ), required=False),
+        ]
+        if self.plans:
+            tasks.append(SideTask("frontier sampler",
+                                  lambda: sample_frontier(self.pool, self.metrics, settings),
+                                  required=False))
+        if self.plans and settings.schedule == "optimal":
 
-        side_tasks.append(asyncio.create_task(run_planner(
-            pool,
-            lambda: worker.config.schedule,
-            set_policy,
-            PlannerInputs(settings.budget_per_day, settings.concurrency,
-                          settings.politeness_delay),
-            metrics,
-            settings.planner_interval,
-        )))
-    loop_task = asyncio.create_task(worker.run())
-    started = time.monotonic()
-    try:
-        waiters = [asyncio.create_task(stop_requested.wait()), loop_task]
-        await asyncio.wait(waiters, timeout=duration, return_when=asyncio.FIRST_COMPLETED)
-        waiters[0].cancel()
-        if loop_task.done() and loop_task.exception() is not None:
-            raise loop_task.exception()  # type: ignore[misc]
-    finally:
-        worker.stop()
-        with contextlib.suppress(asyncio.CancelledError):
-            await loop_task
-        in_flight = set(worker.host_tasks)
-        if in_flight:
-            hurry_task = asyncio.create_task(hurry.wait())
-            await _drain(in_flight, hurry_task, settings.shutdown_grace)
-            hurry_task.cancel()
-        released = await _release_leases(pool, owner)
-        for side_task in side_tasks:
-            side_task.cancel()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await session.close()
-        await runner.cleanup()
-        await pool.close()
-        log.info("stopped after %.0fs: %d fetches recorded, %d leases released",
-                 time.monotonic() - started, worker.fetches_recorded, released)
-    return 0
+            def set_policy(policy: SchedulePolicy) -> None:
+                self.worker_config.schedule = policy
+
+            config = PlannerConfig(
+                self.url,
+                self.worker_config.schedule,
+                planner_inputs(settings),
+                settings.planner_interval,
+                settings.log_level,
+                settings.log_json,
+            )
+            tasks.append(SideTask(
+                "planner", lambda: supervised_planner(config, set_policy, self.metrics),
+                required=True,
+            ))
+        if settings.webhook_url and self.webhook_session is not None:
+            delivery = WebhookDelivery(
+                self.pool, self.webhook_session, settings.webhook_url, self.metrics.collection,
+                timeout_seconds=settings.webhook_timeout,
+                max_backoff_seconds=settings.webhook_max_backoff,
+            )
+            tasks.append(SideTask("webhook delivery", delivery.run, required=False))
+        return tasks
+
+    async def ready(self) -> tuple[bool, str]:
+        try:
+            revision = await database_revision(self.pool)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            return False, f"database unreachable: {exc}"
+        if revision != self.head:
+            return False, f"migrations not current: {revision} != {self.head}"
+        if self.loop_task is None or self.loop_task.done():
+            return False, "fetchers not running"
+        down = self.supervisor.required_down()
+        if down:
+            return False, "side task down: " + ", ".join(down)
+        return True, "ready"
+
+    async def serve(self, shutdown: Shutdown, duration: float | None) -> int:
+        assert self.session is not None
+        worker = Worker(self.worker_config, self.pool, self.session, self.metrics,
+                        self.collection)
+        self.supervisor.start()
+        self.loop_task = loop_task = asyncio.create_task(worker.run())
+        started = time.monotonic()
+        code = 0
+        try:
+            stop_wait = asyncio.create_task(shutdown.stop.wait())
+            await asyncio.wait([stop_wait, loop_task], timeout=duration,
+                               return_when=asyncio.FIRST_COMPLETED)
+            stop_wait.cancel()
+            if loop_task.done() and not loop_task.cancelled():
+                exc = loop_task.exception()
+                log.error("the fetch loop died; exiting so a supervisor restarts the daemon",
+                          exc_info=exc)
+                code = 1
+        finally:
+            worker.stop()
+            loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await loop_task
+            in_flight = set(worker.host_tasks)
+            if in_flight:
+                hurry_task = asyncio.create_task(shutdown.hurry.wait())
+                await _drain(in_flight, hurry_task, self.settings.shutdown_grace)
+                hurry_task.cancel()
+            released = await _release_leases(self.pool, self.owner)
+            await self.supervisor.stop()
+            with contextlib.suppress(asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+                await asyncio.wait_for(self.pool.execute(QUERIES["daemon_stopped"], self.owner),
+                                       5.0)
+            log.info("stopped after %.0fs: %d fetches recorded, %d leases released",
+                     time.monotonic() - started, worker.fetches_recorded, released)
+        return code
 
 
 async def _release_leases(pool: asyncpg.Pool, owner: str) -> int:
@@ -206,6 +417,9 @@ async def _release_leases(pool: asyncpg.Pool, owner: str) -> int:
         except DB_UNAVAILABLE as exc:
             log.warning("releasing leases failed (%s); attempt %d", exc, attempt + 1)
             await asyncio.sleep(0.5)
+        except asyncpg.PostgresError as exc:  # not transient: do not hide the exit's cause
+            log.error("releasing leases failed (%s)", exc)
+            break
     log.error("could not release leases; they expire in CRAWLER_LEASE_SECONDS")
     return 0
 

@@ -2,9 +2,9 @@
 
 A host is the unit of work. The loop leases up to ``concurrency`` hosts; each leased host is
 drained by one task, one request at a time with the politeness delay between requests, and
-each fetch commits observation, URL row and schedule in one statement. The lease bounds how
-long a host task may work, so another daemon can never send a request to a host whose lease
-this daemon might still be using.
+each fetch becomes one pure transition (``crawler.core.transition``) written in one
+transaction. The lease bounds how long a host task may work, so another daemon can never send
+a request to a host whose lease this daemon might still be using.
 """
 
 from __future__ import annotations
@@ -14,33 +14,42 @@ import contextlib
 import logging
 import random
 import time
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import aiohttp
 import asyncpg
 
-from crawler.core.backoff import CircuitBreaker, HostHealth, host_verdict
-from crawler.core.extract import ParsedPage
-from crawler.core.links import is_trap, normalize_url
-from crawler.core.model import (
-    CONTENT_OUTCOMES,
-    DISALLOWED,
-    GONE,
-    HTTP_ERROR,
-    FetchResult,
-    Schedule,
-    UrlRecord,
+from crawler.core.backoff import CircuitBreaker, HostHealth
+from crawler.core.model import FetchResult, Outcome, UrlRecord
+from crawler.core.robots import (
+    DISALLOW_ALL,
+    UNREACHABLE,
+    RobotsPolicy,
+    decide_robots,
+    needs_fetch,
+    rules_changed,
 )
-from crawler.core.observe import as_permanent_redirect, observe, parse_result, updated_record
-from crawler.core.schedule import SchedulePolicy, next_fetch
-from crawler.db import frontier, windows
-from crawler.db.frontier import HostClaim
-from crawler.db.queries import QUERIES
-from crawler.fetch import FetchLimits, fetch, fetch_robots
+from crawler.core.schedule import SchedulePolicy
+from crawler.core.transition import (
+    HostContext,
+    Transition,
+    TransitionConfig,
+    forbidden,
+    transition,
+)
+from crawler.db import frontier
+from crawler.db.frontier import HostClaim, Lease, LeaseLost
+from crawler.db.record import ExtraWrite, write_transition
+from crawler.logs import FETCH_LOG
 from crawler.metrics import Events
-from crawler.robots import DISALLOW_ALL, RobotsPolicy, decide_robots, needs_fetch, rules_changed
+from crawler.net.fetch import FetchLimits, fetch, fetch_robots
+from crawler.net.session import close_host_session, open_host_session
+from crawler.settings import LEASE_MARGIN_SECONDS
+from crawler.store.collect import Collection
 
 log = logging.getLogger(__name__)
+crawled = logging.getLogger("crawler.crawled")  # one line per fetch, Scrapy-like
 
 DB_RETRY_MAX_SECONDS = 30.0
 # The server is restarting or unreachable: wait and retry (every retried write is idempotent).
@@ -50,26 +59,48 @@ DB_UNAVAILABLE = (
     asyncpg.InterfaceError,
     asyncpg.exceptions.OperatorInterventionError,  # admin shutdown, crash, cannot connect now
 )
+# How a page is requested (crawler.net.fetch.fetch in the daemon).
+Fetcher = Callable[[aiohttp.ClientSession, UrlRecord, FetchLimits], Awaitable[FetchResult]]
+# Worth retrying as well: the transaction lost a deadlock (40P01) or a serialization
+# conflict (40001) and was rolled back whole.
+DB_TRANSIENT = (
+    *DB_UNAVAILABLE,
+    asyncpg.exceptions.DeadlockDetectedError,
+    asyncpg.exceptions.SerializationError,
+)
 
 
 @dataclass
 class WorkerConfig:
+    """The worker's settings, built from ``Settings`` by ``crawler.daemon.config.worker_config``
+    (no defaults here: the settings are the one source of every default)."""
+
     owner: str
-    concurrency: int = 32
-    claim_batch_hosts: int = 16
-    claim_urls_per_host: int = 16
-    lease_seconds: float = 300.0
-    poll_interval: float = 1.0
-    politeness_delay: float = 1.0
-    simhash_threshold: int = 6
-    robots_token: str = "crawler"
-    max_crawl_delay: float = 30.0
-    robots_cache_seconds: float = 86400.0
-    breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
-    max_outlinks: int = 1000
-    max_depth: int = 16
-    limits: FetchLimits = field(default_factory=FetchLimits)
-    schedule: SchedulePolicy = field(default_factory=SchedulePolicy)
+    concurrency: int
+    claim_batch_hosts: int
+    claim_urls_per_host: int
+    lease_seconds: float
+    poll_interval: float
+    politeness_delay: float
+    simhash_threshold: int
+    robots_token: str
+    max_crawl_delay: float
+    robots_cache_seconds: float
+    breaker: CircuitBreaker
+    max_outlinks: int
+    max_depth: int
+    limits: FetchLimits
+    schedule: SchedulePolicy  # replaced by the planner as it re-solves
+
+    def transition_config(self) -> TransitionConfig:
+        """The policy of one fetch's transition (the planner may have replaced ``schedule``)."""
+        return TransitionConfig(
+            simhash_threshold=self.simhash_threshold,
+            max_outlinks=self.max_outlinks,
+            max_depth=self.max_depth,
+            breaker=self.breaker,
+            schedule=self.schedule,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,18 +113,6 @@ class HostGate:
     robots_expires_at: float
 
 
-def window_links(record: UrlRecord, page: ParsedPage, max_depth: int) -> list[str]:
-    """The out-links that may join the page's window: same site, not traps, not too deep."""
-    if (record.depth or 0) + 1 > max_depth:
-        return []
-    origin = frontier.origin_of(record.url)
-    return [
-        link.url
-        for link in page.links
-        if frontier.origin_of(link.url) == origin and not is_trap(link.url)
-    ]
-
-
 class Worker:
     def __init__(
         self,
@@ -101,11 +120,16 @@ class Worker:
         pool: asyncpg.Pool,
         session: aiohttp.ClientSession,
         events: Events,
+        collection: Collection | None = None,
+        *,
+        fetcher: Fetcher = fetch,
     ) -> None:
         self.config = config
+        self.collection = collection
         self.pool = pool
         self.session = session
         self.events = events
+        self.fetcher = fetcher  # a test (the simulator's equivalence test) may fake HTTP
         self.stopping = asyncio.Event()
         self.host_tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
@@ -123,6 +147,7 @@ class Worker:
             claims: list[HostClaim] = []
             if free > 0:
                 batch = min(free, cfg.claim_batch_hosts)
+                claim_started = time.perf_counter()
                 claims = await self._with_db_retry(
                     lambda: frontier.claim(
                         self.pool,
@@ -133,6 +158,7 @@ class Worker:
                     ),
                     until_stop=True,
                 ) or []
+                self.events.stage_completed("claim", time.perf_counter() - claim_started)
             for host in claims:
                 task = asyncio.create_task(self.drain_host(host), name=f"host-{host.host_id}")
                 self.host_tasks.add(task)
@@ -159,41 +185,66 @@ class Worker:
             await asyncio.wait_for(self._wake.wait(), timeout)
 
     async def drain_host(self, host: HostClaim) -> None:
-        """Fetch a leased host's URLs one at a time, politely, then give the host back."""
-        cfg = self.config
-        # Stop early enough that the last request ends before the lease does.
-        deadline = host.lease_expires_at - cfg.limits.total_timeout - 5.0
-        try:
-            gate = await self._robots_gate(host)
-            if gate is None:
-                return
-            health = host.health
-            next_request_at = gate.next_request_at
-            for record in host.urls:
-                if not gate.policy.allowed(record.url):
-                    await self._record_disallowed(record, gate, next_request_at, health)
-                    continue
-                wait = next_request_at - time.time()
-                if wait > 0:
-                    self.events.politeness_wait(wait)
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.stopping.wait(), wait)
-                if self.stopping.is_set() or time.time() > deadline:
-                    break
-                result = await fetch(self.session, record, cfg.limits)
-                next_request_at = time.time() + gate.delay
-                health = cfg.breaker.after(
-                    health, host_verdict(result), time.time(),
-                    retry_after_seconds=result.retry_after_seconds, rng_value=random.random(),
-                )
-                await self._record(record, result, next_request_at, health)
-                if health.backoff_until is not None and health.backoff_until > time.time():
-                    self.events.host_backoff(health.backoff_until - time.time())
-                    break  # 429/503 or repeated failures: leave the host alone for a while
-        finally:
-            await asyncio.shield(self._release(host))
+        """Fetch a leased host's URLs one at a time, politely, then give the host back.
 
-    async def _robots_gate(self, host: HostClaim) -> HostGate | None:
+        A write the database refuses because the lease is gone (``LeaseLost``) stops the task
+        at once: the fetch's result is dropped, counted and logged, never retried.
+        """
+        held = True
+        session = open_host_session(self.session)  # one kept-alive connection for the lease
+        try:
+            await self._drain(host, session)
+        except LeaseLost as lost:
+            held = False
+            self.events.lease_rejected(lost.what)
+            log.warning("%s; dropped the result and stopped work on %s", lost, host.origin)
+        finally:
+            await asyncio.shield(close_host_session(session, self.session))
+            if held:
+                await asyncio.shield(self._release(host))
+
+    def _lease_allows_request(self, host: HostClaim) -> bool:
+        """Whether a request started now ends before the lease does (by the database's clock,
+        carried on the monotonic clock), with a margin for recording it."""
+        remaining = host.lease.remaining_seconds(time.monotonic())
+        return remaining > self.config.limits.total_timeout + LEASE_MARGIN_SECONDS
+
+    async def _drain(self, host: HostClaim, session: aiohttp.ClientSession) -> None:
+        cfg = self.config
+        if not self._lease_allows_request(host):
+            return
+        gate = await self._robots_gate(host, session)
+        if gate is None:
+            return
+        ctx = HostContext(host.health, gate.delay, gate.next_request_at)
+        for record in host.urls:
+            if not gate.policy.allowed(record.url):
+                await self._record(host, record, forbidden(time.time()), ctx, gate)
+                continue
+            wait = ctx.next_request_at - time.time()
+            if wait > 0:
+                self.events.politeness_wait(wait)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stopping.wait(), wait)
+            if self.stopping.is_set() or not self._lease_allows_request(host):
+                break
+            result = await self.fetcher(session, record, cfg.limits)
+            if result.outcome in (Outcome.NETWORK_ERROR, Outcome.TIMEOUT) and result.error_kind:
+                await self._note_host_error(host, result.error_kind, record.url)
+            done = await self._record(host, record, result, ctx, gate)
+            update = done.host
+            ctx = HostContext(
+                HostHealth(update.consecutive_failures, update.backoff_until),
+                gate.delay,
+                update.next_request_at,
+            )
+            if update.backoff_until is not None and update.backoff_until > time.time():
+                self.events.host_backoff(update.backoff_until - time.time())
+                break  # 429/503 or repeated failures: leave the host alone for a while
+
+    async def _robots_gate(
+        self, host: HostClaim, session: aiohttp.ClientSession
+    ) -> HostGate | None:
         """The host's robots.txt rules (fetched first when stale) and its politeness delay.
 
         None when robots.txt is unreachable: RFC 9309 says complete disallow, so the host
@@ -203,7 +254,10 @@ class Worker:
         state = host.robots
         next_request_at = 0.0
         if state is None or needs_fetch(state, time.time()):
-            fetched = await fetch_robots(self.session, host.origin, cfg.limits)
+            fetched = await fetch_robots(session, host.origin, cfg.limits)
+            await self._note_refusal(host, fetched.error_kind)
+            if fetched.outcome == UNREACHABLE and fetched.error_kind not in (None, "ssrf"):
+                await self._note_host_error(host, fetched.error_kind, "robots.txt")
             new_state = decide_robots(
                 state, fetched, time.time(), cache_seconds=cfg.robots_cache_seconds
             )
@@ -216,131 +270,112 @@ class Worker:
             if capped:
                 self.events.crawl_delay_capped()
             next_request_at = time.time() + delay
+            changed = rules_changed(state, new_state)
             await self._with_db_retry(lambda: frontier.store_robots(
-                self.pool, host.host_id, new_state, crawl_delay, next_request_at
-            ))
-            if rules_changed(state, new_state):
-                await self._with_db_retry(
-                    lambda: self.pool.execute(QUERIES["recheck_disallowed"], host.host_id)
-                )
+                self.pool, host.lease, new_state, crawl_delay, next_request_at,
+                rules_changed=changed,
+            ), lease=host.lease)
         if policy.mode == DISALLOW_ALL:
             until = new_state.expires_at
-            await self._with_db_retry(lambda: self.pool.execute(
-                QUERIES["set_host_backoff"], host.host_id, frontier.to_datetime(until)
-            ))
+            await self._with_db_retry(
+                lambda: frontier.set_host_backoff(self.pool, host.lease, until), lease=host.lease
+            )
             self.events.host_backoff(until - time.time())
             return None
         return HostGate(policy, delay, next_request_at, new_state.expires_at)
 
-    async def _record_disallowed(
-        self, record: UrlRecord, gate: HostGate, next_request_at: float, health: HostHealth
-    ) -> None:
-        """A URL robots.txt forbids: recorded as such, not fetched, rechecked with robots.txt."""
-        now = time.time()
-        result = FetchResult(fetched_at=now, duration_seconds=0.0, outcome=DISALLOWED,
-                             error_kind="robots_txt")
-        obs = observe(record, result, self.config.simhash_threshold)
-        after = updated_record(record, result, obs)
-        recheck_at = max(gate.robots_expires_at, now + self.config.schedule.min_interval_seconds)
-        args = frontier.record_args(
-            after, obs, Schedule(recheck_at), host_next_request_at=next_request_at,
-            host_consecutive_failures=health.consecutive_failures,
-            host_backoff_until=health.backoff_until,
+    async def _note_refusal(self, host: HostClaim, error_kind: str | None) -> None:
+        """Say once per host, in the log and in ``status``, that the SSRF policy refused it."""
+        reason = None
+        if error_kind == "ssrf":
+            self.events.address_refused()
+            reason = ("address refused by the SSRF policy (private, loopback or reserved); "
+                      "set CRAWLER_ALLOW_NETWORKS to a CIDR that contains it to crawl it")
+        changed = await self._with_db_retry(
+            lambda: frontier.set_host_refused(self.pool, host.lease, reason), lease=host.lease
         )
-        await self._with_db_retry(lambda: frontier.record_fetch(self.pool, args), timed=True)
-        self.events.robots_denied()
-        self.events.fetch_completed(obs)
+        if changed and reason is not None:
+            log.warning("%s: %s", host.origin, reason)
 
     async def _record(
         self,
+        leased: HostClaim,
         record: UrlRecord,
         result: FetchResult,
-        next_request_at: float,
-        health: HostHealth,
-    ) -> None:
-        cfg = self.config
-        target = normalize_url(result.redirect_to) if result.redirect_to else None
-        if target is not None and result.outcome in CONTENT_OUTCOMES:
-            await self._record_redirect(record, as_permanent_redirect(result), target,
-                                        next_request_at, health)
-            return
-        windowed = record.site_id is not None
-        page = parse_result(
-            result, page_url=record.url if windowed else None, max_links=cfg.max_outlinks
+        host: HostContext,
+        gate: HostGate,
+    ) -> Transition:
+        """Every path (fetched, forbidden by robots.txt, redirected): one pure transition,
+        one transaction that writes it, then the metrics."""
+        parse_started = time.perf_counter()
+        done = transition(
+            record, result, host, self.config.transition_config(),
+            now=time.time(), rng_value=random.random(),
+            robots_expires_at=gate.robots_expires_at,
         )
-        obs = observe(record, result, cfg.simhash_threshold, page)
-        after = updated_record(record, result, obs)
-        schedule = next_fetch(after, obs, cfg.schedule)
-        args = frontier.record_args(
-            after,
-            obs,
-            schedule,
-            host_next_request_at=next_request_at,
-            host_consecutive_failures=health.consecutive_failures,
-            host_backoff_until=health.backoff_until,
-            redirect_to=result.redirect_to,
-        )
-        site_id = record.site_id
-        if site_id is None:
-            await self._with_db_retry(lambda: frontier.record_fetch(self.pool, args), timed=True)
-        else:
-            links = (
-                window_links(record, page, cfg.max_depth)
-                if page is not None
-                else ([] if obs.outcome == GONE else None)
-            )
+        if result.body:  # decode, parse, features, simhash and the schedule of one page
+            self.events.stage_completed("parse", time.perf_counter() - parse_started)
+        # A stored version's record is in its file before the transaction that indexes it.
+        writes: tuple[ExtraWrite, ...] = ()
+        stored = None
+        if self.collection is not None:
+            stored = await self.collection.prepare(done, result)
+            if stored is not None:
+                writes = (stored.write,)
+        # Fenced like every write under the lease: the stored record's index row and change
+        # event commit with the fetch only while this daemon holds the host. Without a seed or
+        # a window update that is ONE statement (record_fetch with the collection's rows after
+        # its fence), else the transaction of write_transition.
+        if stored is not None and done.seed is None and done.window is None:
             await self._with_db_retry(
-                lambda: windows.record_windowed_fetch(
-                    self.pool, args, url_id=record.url_id, site_id=site_id,
-                    host_id=record.host_id, out_links=links,
-                    state_changed=after.state != record.state, now=obs.fetched_at,
-                    first_fetch=record.last_fetched_at is None,
-                ),
-                timed=True,
+                lambda: stored.commit_with(self.pool, done, leased.lease),
+                timed=True, lease=leased.lease,
+            )
+        else:
+            await self._with_db_retry(
+                lambda: write_transition(self.pool, done, leased.lease, extra_writes=writes),
+                timed=True, lease=leased.lease,
             )
         self.fetches_recorded += 1
-        self.events.fetch_completed(obs)
-        if obs.outcome == HTTP_ERROR:
-            log.info("fetch %s: %s", record.url, obs.error_kind)
-
-    async def _record_redirect(
-        self,
-        record: UrlRecord,
-        result: FetchResult,
-        target: str,
-        next_request_at: float,
-        health: HostHealth,
-    ) -> None:
-        """A permanent redirect: the URL records where it went, and the target is seeded as a
-        URL of its own (subject to the same rules), in one transaction."""
-        obs = observe(record, result, self.config.simhash_threshold)
-        after = updated_record(record, result, obs)
-        args = frontier.record_args(
-            after, obs, next_fetch(after, obs, self.config.schedule),
-            host_next_request_at=next_request_at,
-            host_consecutive_failures=health.consecutive_failures,
-            host_backoff_until=health.backoff_until,
-            redirect_to=target,
+        obs = done.observation
+        crawled.log(
+            FETCH_LOG["level"], "Crawled (%s) <GET %s> %d bytes %.3f s %s",
+            obs.status if obs.status is not None else obs.outcome.value, record.url,
+            obs.size_bytes, obs.duration_seconds,
+            {True: "changed", False: "unchanged", None: "first"}[obs.changed],
         )
-
-        async def commit() -> None:
-            async with self.pool.acquire() as conn, conn.transaction():
-                await frontier.record_fetch(conn, args)
-                await frontier.seed(conn, [(target, record.importance)], obs.fetched_at)
-
-        await self._with_db_retry(commit, timed=True)
-        self.fetches_recorded += 1
+        if obs.outcome == Outcome.DISALLOWED:
+            self.events.robots_denied()
+        elif obs.outcome == Outcome.HTTP_ERROR:
+            log.info("fetch %s: %s", record.url, obs.error_kind)
         self.events.fetch_completed(obs)
+        return done
+
+    async def _note_host_error(self, host: HostClaim, kind: str, what: str) -> None:
+        """A connection-level failure (TLS, DNS, timeout) named in the log and kept on the
+        host for ``crawler status``, even when it came on robots.txt."""
+        log.warning("%s: %s failed: %s", host.origin, what, kind)
+        await self._with_db_retry(
+            lambda: frontier.note_host_error(self.pool, host.lease, kind, time.time()),
+            lease=host.lease,
+        )
 
     async def _release(self, host: HostClaim) -> None:
-        with contextlib.suppress(asyncpg.PostgresError, *DB_UNAVAILABLE):
-            await frontier.release_host(self.pool, host.host_id, self.config.owner)
+        with contextlib.suppress(asyncpg.PostgresError, *DB_TRANSIENT):
+            if not await frontier.release_host(self.pool, host.lease):
+                self.events.lease_rejected("release")
+                log.warning("lease on %s expired before it was released", host.origin)
 
-    async def _with_db_retry(self, op, *, timed: bool = False, until_stop: bool = False):  # type: ignore[no-untyped-def]
-        """Run a database operation, retrying with backoff while the server is unreachable.
+    async def _with_db_retry(  # type: ignore[no-untyped-def]
+        self, op, *, timed: bool = False, until_stop: bool = False, lease: Lease | None = None
+    ):
+        """Run a database operation, retrying with backoff while the server is unreachable or
+        the transaction lost a deadlock or serialization conflict.
 
         Every operation retried here is idempotent (absolute values, unique observations).
-        ``until_stop`` operations (claims) give up, returning None, once the daemon stops.
+        ``until_stop`` operations (claims) give up, returning None, once the daemon stops; a
+        write under ``lease`` gives up (``LeaseLost``) once the lease has run out, since the
+        database would refuse it anyway.
         """
         backoff = 0.1
         while True:
@@ -349,8 +384,11 @@ class Worker:
             started = time.monotonic()
             try:
                 value = await op()
-            except DB_UNAVAILABLE as exc:
-                log.warning("database unavailable (%s); retrying in %.1fs", exc, backoff)
+            except DB_TRANSIENT as exc:
+                if lease is not None and lease.remaining_seconds(time.monotonic()) <= backoff:
+                    raise LeaseLost(lease, f"lease ran out while retrying ({exc})") from exc
+                log.warning("database write failed (%s: %s); retrying in %.1fs",
+                            type(exc).__name__, exc, backoff)
                 if until_stop:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.stopping.wait(), backoff)

@@ -6,22 +6,29 @@ Times cross this boundary as POSIX seconds; rows become ``crawler.core.model`` r
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+import json
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import asyncpg
 
 from crawler.core import fingerprint
 from crawler.core.backoff import HostHealth
-from crawler.core.estimate import ChangeHistory
-from crawler.core.model import Observation, Schedule, UrlRecord
+from crawler.core.estimate import ChangeHistory, LastModifiedHistory
+from crawler.core.model import UrlRecord, UrlState
 from crawler.core.periodic import PeriodicModel
+from crawler.core.region import effective_region
+from crawler.core.robots import RobotsState
+from crawler.core.transition import Transition
 from crawler.db.queries import QUERIES
-from crawler.robots import RobotsState
 
 UTC = dt.UTC
-SEED_BATCH = 5000
+# URLs per seeding transaction (COPY, then one insert).
+SEED_BATCH = 20_000
+# Up to this many URLs are seeded by two array statements instead of COPY and staging.
+SMALL_SEED = 100
 
 
 def to_datetime(seconds: float | None) -> dt.datetime | None:
@@ -60,6 +67,31 @@ def origin_of(url: str) -> str:
     return f"{scheme}://{rest.split('/', 1)[0]}"
 
 
+class LeaseLost(Exception):
+    """A write for a leased host was refused: the lease expired or another daemon holds it."""
+
+    def __init__(self, lease: Lease, what: str) -> None:
+        super().__init__(f"lease on host {lease.host_id} (epoch {lease.epoch}) lost: {what}")
+        self.lease = lease
+        self.what = what
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A lease token: every write for the host or its URLs is conditional on it, and on the
+    lease being unexpired by the database's clock."""
+
+    host_id: int
+    owner: str
+    epoch: int
+    # When the lease ends on this process's monotonic clock: the database's expiry minus its
+    # now(), counted from just before the claim was sent (so never later than the truth).
+    expires_monotonic: float
+
+    def remaining_seconds(self, now_monotonic: float) -> float:
+        return self.expires_monotonic - now_monotonic
+
+
 @dataclass(frozen=True, slots=True)
 class HostClaim:
     """A host leased to this daemon, with the due URLs it may fetch before the lease ends."""
@@ -67,7 +99,7 @@ class HostClaim:
     host_id: int
     origin: str
     crawl_delay_seconds: float | None
-    lease_expires_at: float
+    lease: Lease
     health: HostHealth = field(default_factory=HostHealth)
     robots: RobotsState | None = None
     urls: list[UrlRecord] = field(default_factory=list)
@@ -85,27 +117,60 @@ async def seed(
     now: float,
     *,
     batch_size: int = SEED_BATCH,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SeedResult:
-    """Add normalised (url, importance) pairs, due now. Seeding a known URL is a no-op."""
-    inserted = 0
-    unique = list(dict.fromkeys(u for u, _ in urls))
-    importance = {u: w for u, w in urls}
+    """Add normalised (url, importance) pairs, due now. Seeding a known URL is a no-op.
+
+    Each batch is copied into a staging table (COPY) and inserted by one statement, in a
+    transaction of its own: an interrupted seed keeps every batch it committed.
+    ``progress(done, total)`` is called after each commit.
+    """
+    importance = dict(urls)  # the last importance given for a URL wins
+    unique = list(importance)
     due = to_datetime(now)
+    inserted = 0
+    if len(unique) <= SMALL_SEED:
+        inserted = await _seed_small(conn, unique, importance, due)
+        if progress is not None:
+            progress(len(unique), len(unique))
+        return SeedResult(inserted=inserted, already_known=len(unique) - inserted)
+    if isinstance(conn, asyncpg.Pool):
+        async with conn.acquire() as acquired:
+            return await seed(acquired, urls, now, batch_size=batch_size, progress=progress)
+    await conn.execute(QUERIES["seed_staging"])
     for start in range(0, len(unique), batch_size):
         batch = unique[start : start + batch_size]
-        origins = sorted({origin_of(u) for u in batch})
-        rows = await conn.fetch(QUERIES["upsert_hosts"], origins, [due] * len(origins))
-        host_ids = {r["origin"]: r["id"] for r in rows}
-        inserted += len(
-            await conn.fetch(
-                QUERIES["insert_urls"],
-                batch,
-                [host_ids[origin_of(u)] for u in batch],
-                [importance[u] for u in batch],
-                [due] * len(batch),
+        async with conn.transaction():
+            await conn.copy_records_to_table(
+                "seed_staging",
+                records=[(u, origin_of(u), importance[u]) for u in batch],
+                columns=("url", "origin", "importance"),
             )
-        )
+            await conn.execute(QUERIES["seed_hosts_from_staging"], due)
+            inserted += int(await conn.fetchval(QUERIES["seed_urls_from_staging"], due))
+        if progress is not None:
+            progress(start + len(batch), len(unique))
     return SeedResult(inserted=inserted, already_known=len(unique) - inserted)
+
+
+async def _seed_small(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    unique: list[str],
+    importance: dict[str, float],
+    due: dt.datetime | None,
+) -> int:
+    """A few URLs (a redirect target, a window root): two array statements, no staging."""
+    origins = sorted({origin_of(u) for u in unique})
+    rows = await conn.fetch(QUERIES["upsert_hosts"], origins, [due] * len(origins))
+    host_ids = {r["origin"]: r["id"] for r in rows}
+    inserted = await conn.fetch(
+        QUERIES["insert_urls"],
+        unique,
+        [host_ids[origin_of(u)] for u in unique],
+        [importance[u] for u in unique],
+        [due] * len(unique),
+    )
+    return len(inserted)
 
 
 def robots_from_row(row: asyncpg.Record) -> RobotsState | None:
@@ -125,23 +190,67 @@ def robots_from_row(row: asyncpg.Record) -> RobotsState | None:
 
 async def store_robots(
     conn: asyncpg.Connection | asyncpg.Pool,
-    host_id: int,
+    lease: Lease,
     state: RobotsState,
     crawl_delay_seconds: float | None,
     next_request_at: float,
+    *,
+    rules_changed: bool,
 ) -> None:
-    await conn.execute(
-        QUERIES["store_robots"],
-        host_id,
-        state.body,
-        state.status,
-        to_datetime(state.fetched_at),
-        to_datetime(state.good_at),
-        to_datetime(state.expires_at),
-        to_datetime(state.unreachable_since),
-        crawl_delay_seconds,
-        to_datetime(next_request_at),
+    """Store a host's robots.txt (and make the URLs it disallowed due when its rules
+    changed); raises ``LeaseLost`` when the lease is no longer held."""
+    row = _row(
+        id=lease.host_id,
+        robots_body=state.body,
+        robots_status=state.status,
+        robots_fetched_at=to_datetime(state.fetched_at),
+        robots_good_at=to_datetime(state.good_at),
+        robots_expires_at=to_datetime(state.expires_at),
+        robots_unreachable_since=to_datetime(state.unreachable_since),
+        crawl_delay_seconds=crawl_delay_seconds,
+        next_request_at=to_datetime(next_request_at),
     )
+    stored = await conn.fetchrow(
+        QUERIES["store_robots"], row, lease.owner, lease.epoch, rules_changed
+    )
+    if stored is None:
+        raise LeaseLost(lease, "robots.txt")
+
+
+async def set_host_backoff(
+    conn: asyncpg.Connection | asyncpg.Pool, lease: Lease, until: float
+) -> None:
+    """Leave the leased host alone until ``until``; raises ``LeaseLost`` without the lease."""
+    done = await conn.fetchval(
+        QUERIES["set_host_backoff"], lease.host_id, to_datetime(until), lease.owner, lease.epoch
+    )
+    if done is None:
+        raise LeaseLost(lease, "backoff")
+
+
+async def note_host_error(
+    conn: asyncpg.Connection | asyncpg.Pool, lease: Lease, kind: str, at: float
+) -> None:
+    """Keep the leased host's last connection-level failure for ``crawler status``; raises
+    ``LeaseLost`` without the lease."""
+    done = await conn.fetchval(
+        QUERIES["note_host_error"], lease.host_id, kind, to_datetime(at), lease.owner, lease.epoch
+    )
+    if done is None:
+        raise LeaseLost(lease, "host error")
+
+
+async def set_host_refused(
+    conn: asyncpg.Connection | asyncpg.Pool, lease: Lease, reason: str | None
+) -> bool:
+    """Note (or, with None, clear) why the SSRF policy refused the leased host; whether the
+    note changed. Raises ``LeaseLost`` without the lease."""
+    row = await conn.fetchrow(
+        QUERIES["set_host_refused"], lease.host_id, reason, lease.owner, lease.epoch
+    )
+    if row is None or not row["held"]:
+        raise LeaseLost(lease, "refused note")
+    return bool(row["changed"])
 
 
 def record_from_row(row: asyncpg.Record) -> UrlRecord:
@@ -149,7 +258,7 @@ def record_from_row(row: asyncpg.Record) -> UrlRecord:
         url_id=row["url_id"],
         url=row["url"],
         host_id=row["host_id"],
-        state=row["state"],
+        state=UrlState(row["state"]),
         importance=row["importance"],
         last_fetched_at=to_seconds(row["last_fetched_at"]),
         last_status=row["last_status"],
@@ -174,6 +283,16 @@ def record_from_row(row: asyncpg.Record) -> UrlRecord:
         ),
         site_id=row["site_id"],
         depth=row["depth"],
+        last_modified_history=LastModifiedHistory(
+            row["lm_fetches"], row["lm_changes"], row["lm_observed_days"]
+        ),
+        last_modified_evidence_days=tuple(row["lm_evidence_days"] or ()),
+        # Read only where claimed (the planner's rows have no region and rewrite no fingerprint).
+        region=effective_region(
+            row.get("watch_css"), row.get("ignore_css"),
+            row.get("site_watch_css"), row.get("site_ignore_css"),
+        ),
+        fingerprint_region=row.get("fingerprint_region") or "",
     )
 
 
@@ -185,7 +304,13 @@ async def claim(
     urls_per_host: int,
     lease_seconds: float,
 ) -> list[HostClaim]:
-    """Lease hosts with due work and their due URLs, in one statement."""
+    """Lease hosts with due work and their due URLs, in one statement.
+
+    Each lease's expiry is taken on the monotonic clock from the database's own now() and
+    expiry, counted from before the request was sent: the lease may end later than the
+    daemon thinks, never earlier.
+    """
+    sent = time.monotonic()
     rows = await conn.fetch(
         QUERIES["claim_due_work"], max_hosts, owner, urls_per_host, float(lease_seconds)
     )
@@ -193,13 +318,13 @@ async def claim(
     for row in rows:
         host = claims.get(row["host_id"])
         if host is None:
-            expires = to_seconds(row["host_lease_expires_at"])
-            assert expires is not None
+            granted = row["host_lease_expires_at"] - row["db_now"]
             host = claims[row["host_id"]] = HostClaim(
                 row["host_id"],
                 row["origin"],
                 row["crawl_delay_seconds"],
-                expires,
+                Lease(row["host_id"], owner, row["lease_epoch"],
+                      sent + granted.total_seconds()),
                 HostHealth(row["host_failures"], to_seconds(row["backoff_until"])),
                 robots_from_row(row),
             )
@@ -208,66 +333,121 @@ async def claim(
     return list(claims.values())
 
 
-def record_args(
-    record: UrlRecord,
-    obs: Observation,
-    schedule: Schedule,
-    *,
-    host_next_request_at: float,
-    host_consecutive_failures: int = 0,
-    host_backoff_until: float | None = None,
-    redirect_to: str | None = None,
-) -> list[Any]:
-    """Positional parameters of ``record_fetch``: the URL row after the fetch, absolute."""
-    return [
-        record.url_id,
-        to_datetime(obs.fetched_at),
-        obs.outcome,
-        obs.status,
-        obs.size_bytes,
-        obs.duration_seconds,
-        to_signed64(obs.simhash),
-        obs.content_hash,
-        obs.simhash_distance,
-        obs.changed,
-        obs.content_changed,
-        to_datetime(obs.last_modified),
-        obs.error_kind,
-        obs.truncated,
-        record.state,
-        to_datetime(schedule.next_fetch_at),
-        to_signed64(record.last_simhash),
-        record.last_content_hash,
-        record.etag,
-        to_datetime(record.last_modified),
-        record.fetch_count,
-        record.change_count,
-        record.consecutive_failures,
-        list(record.history.changed_intervals_days),
-        record.history.unchanged_days,
-        record.history.fetches,
-        schedule.change_rate_per_day,
-        schedule.fetch_rate_per_day,
-        redirect_to,
-        to_datetime(host_next_request_at),
-        host_consecutive_failures,
-        to_datetime(host_backoff_until),
-        to_datetime(record.last_fetched_at),
-        list(record.change_brackets_days),
-        record.periodic.period_days if record.periodic else None,
-        record.periodic.phase_days if record.periodic else None,
-        record.periodic.jitter_days if record.periodic else None,
-    ]
+def _json_value(value: object) -> object:
+    """A value as PostgreSQL reads it from JSON into a column of the row type."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, bytes):
+        return "\\x" + value.hex()
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, tuple | list):
+        return [_json_value(v) for v in value]
+    return value
 
 
-async def record_fetch(conn: asyncpg.Connection | asyncpg.Pool, args: Sequence[Any]) -> bool:
-    """Commit one fetch (see ``record_args``); False when it had already been recorded."""
-    written = await conn.fetchval(QUERIES["record_fetch"], *args)
-    return bool(written)
+def _row(**columns: object) -> str:
+    """One row of a table as JSON, read by ``jsonb_populate_record`` (columns by name)."""
+    return json.dumps({k: _json_value(v) for k, v in columns.items()}, separators=(",", ":"))
 
 
-async def release_host(conn: asyncpg.Connection | asyncpg.Pool, host_id: int, owner: str) -> None:
-    await conn.execute(QUERIES["release_host"], host_id, owner)
+def _timestamp(seconds: float | None) -> object:
+    """A timestamptz column's value; ±infinity stays infinite (a parked URL)."""
+    if seconds is not None and not math.isfinite(seconds):
+        return "infinity" if seconds > 0 else "-infinity"
+    return to_datetime(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordParams:
+    """The parameters of ``record_fetch``: one typed row per table the fetch writes."""
+
+    observation: str  # a row of observations, as JSON
+    url: str  # the row of urls after the fetch, as JSON
+    host: str  # the host's politeness and backoff columns, as JSON
+
+    def args(self) -> tuple[str, str, str]:
+        return self.observation, self.url, self.host
+
+
+def record_params(t: Transition) -> RecordParams:
+    """The one place a transition becomes rows: the statement reads columns by name."""
+    obs, after, schedule, host = t.observation, t.record, t.schedule, t.host
+    periodic = after.periodic
+    return RecordParams(
+        observation=_row(
+            url_id=after.url_id,
+            fetched_at=to_datetime(obs.fetched_at),
+            outcome=obs.outcome.value,
+            status=obs.status,
+            bytes=obs.size_bytes,
+            duration_seconds=obs.duration_seconds,
+            simhash=to_signed64(obs.simhash),
+            content_hash=obs.content_hash,
+            simhash_distance=obs.simhash_distance,
+            changed=obs.changed,
+            content_changed=obs.content_changed,
+            last_modified=to_datetime(obs.last_modified),
+            error_kind=obs.error_kind,
+            truncated=obs.truncated,
+        ),
+        url=_row(
+            id=after.url_id,
+            state=after.state.value,
+            next_fetch_at=_timestamp(schedule.next_fetch_at),
+            last_fetched_at=to_datetime(after.last_fetched_at),
+            last_status=after.last_status,
+            last_simhash=to_signed64(after.last_simhash),
+            last_content_hash=after.last_content_hash,
+            fingerprint_region=after.fingerprint_region,
+            etag=after.etag,
+            last_modified=to_datetime(after.last_modified),
+            fetch_count=after.fetch_count,
+            change_count=after.change_count,
+            consecutive_failures=after.consecutive_failures,
+            changed_intervals_days=after.history.changed_intervals_days,
+            unchanged_days=after.history.unchanged_days,
+            intervals_observed=after.history.fetches,
+            change_rate_per_day=schedule.change_rate_per_day,
+            fetch_rate_per_day=schedule.fetch_rate_per_day,
+            redirect_to=t.redirect_to,
+            change_brackets_days=after.change_brackets_days,
+            update_period_days=periodic.period_days if periodic else None,
+            update_phase_days=periodic.phase_days if periodic else None,
+            update_jitter_days=periodic.jitter_days if periodic else None,
+            lm_fetches=after.last_modified_history.fetches,
+            lm_changes=after.last_modified_history.changes,
+            lm_observed_days=after.last_modified_history.observed_days,
+            lm_evidence_days=after.last_modified_evidence_days,
+        ),
+        host=_row(
+            next_request_at=to_datetime(host.next_request_at),
+            consecutive_failures=host.consecutive_failures,
+            backoff_until=to_datetime(host.backoff_until),
+        ),
+    )
+
+
+async def record_fetch(
+    conn: asyncpg.Connection | asyncpg.Pool, t: Transition, lease: Lease
+) -> bool:
+    """Commit one fetch's observation, URL row and host clock in one statement; False when
+    it had already been recorded (a retry after a lost acknowledgement). Raises
+    ``LeaseLost``, writing nothing, when ``lease`` is no longer held."""
+    row = await conn.fetchrow(
+        QUERIES["record_fetch"], *record_params(t).args(), lease.host_id, lease.owner,
+        lease.epoch,
+    )
+    if row is None:
+        raise LeaseLost(lease, "fetch record")
+    return bool(row["observations_written"])
+
+
+async def release_host(conn: asyncpg.Connection | asyncpg.Pool, lease: Lease) -> bool:
+    """Give a leased host back; False when the lease had already expired or moved on."""
+    released = await conn.fetchrow(QUERIES["release_host"], lease.host_id, lease.owner,
+                                   lease.epoch)
+    return released is not None
 
 
 async def release_owner(conn: asyncpg.Connection | asyncpg.Pool, owner: str) -> int:

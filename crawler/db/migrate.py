@@ -14,7 +14,16 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from crawler.db.connect import sqlalchemy_url
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
+
+def migrations_dir() -> Path:
+    """Where the Alembic scripts are: inside the package in a wheel (setup.py copies them to
+    crawler/migrations), beside it in a source checkout or an editable install."""
+    package = Path(__file__).resolve().parent.parent
+    shipped = package / "migrations"
+    return shipped if (shipped / "env.py").exists() else package.parent / "migrations"
+
+
+MIGRATIONS_DIR = migrations_dir()
 
 
 def alembic_config(url: str) -> Config:

@@ -20,13 +20,48 @@ FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::timestamptz[])
 ON CONFLICT (url) DO NOTHING
 RETURNING id;
 
+-- name: seed_staging
+-- Bulk seeding: rows arrive by COPY into this session's staging table, emptied at commit.
+CREATE TEMPORARY TABLE IF NOT EXISTS seed_staging (
+    url text NOT NULL,
+    origin text NOT NULL,
+    importance float8 NOT NULL
+) ON COMMIT DELETE ROWS;
+
+-- name: seed_hosts_from_staging
+-- New origins of the staged URLs, due at $1 (known hosts are not rewritten).
+INSERT INTO hosts (origin, next_due_at)
+SELECT DISTINCT origin, $1::timestamptz FROM seed_staging
+ON CONFLICT (origin) DO NOTHING;
+
+-- name: seed_urls_from_staging
+-- The staged URLs not yet known, due at $1, in one insert; a known host that gained a URL has
+-- its next_due_at moved earlier. Returns how many URLs were new.
+WITH inserted AS (
+    INSERT INTO urls (url, host_id, importance, next_fetch_at)
+    SELECT s.url, h.id, s.importance, $1::timestamptz
+    FROM seed_staging AS s
+    JOIN hosts AS h ON h.origin = s.origin
+    ON CONFLICT (url) DO NOTHING
+    RETURNING host_id
+),
+moved AS (
+    UPDATE hosts
+    SET next_due_at = $1::timestamptz
+    WHERE id IN (SELECT DISTINCT host_id FROM inserted)
+      AND (next_due_at IS NULL OR next_due_at > $1::timestamptz)
+)
+SELECT count(*) FROM inserted;
+
 -- name: claim_due_work
 -- Lease up to $1 hosts that have due work, hold no live lease, are not backing off and whose
 -- politeness delay has passed (hosts_next_due_at_idx), then lease up to $3 of each host's due
 -- URLs, earliest first (urls_host_next_fetch_idx). A host is the unit of work: while one
 -- daemon holds it no other daemon sends it a request. Returns one row per leased URL, and one
 -- row with NULL url_id for a leased host whose due URLs are gone, so that it is released.
--- $2 owner, $4 lease seconds.
+-- $2 owner, $4 lease seconds. Each claim increments the host's fencing epoch: the lease token
+-- is (owner, epoch), and the expiry comes with the database's now() so that the daemon times
+-- its lease by the database's clock alone.
 WITH ready_hosts AS (
     SELECT id
     FROM hosts
@@ -34,6 +69,7 @@ WITH ready_hosts AS (
       AND next_request_at <= now()
       AND (lease_expires_at IS NULL OR lease_expires_at < now())
       AND (backoff_until IS NULL OR backoff_until <= now())
+      AND NOT paused  -- `crawler pause --host`: never claimed
     ORDER BY next_due_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
@@ -41,10 +77,11 @@ WITH ready_hosts AS (
 leased_hosts AS (
     UPDATE hosts AS h
     SET lease_owner = $2,
-        lease_expires_at = now() + make_interval(secs => $4)
+        lease_expires_at = now() + make_interval(secs => $4),
+        lease_epoch = h.lease_epoch + 1
     FROM ready_hosts AS r
     WHERE h.id = r.id
-    RETURNING h.id, h.origin, h.crawl_delay_seconds, h.lease_expires_at,
+    RETURNING h.id, h.origin, h.crawl_delay_seconds, h.lease_expires_at, h.lease_epoch,
               h.consecutive_failures AS host_failures, h.backoff_until, h.robots_body,
               h.robots_status, h.robots_fetched_at, h.robots_good_at, h.robots_expires_at,
               h.robots_unreachable_since
@@ -72,7 +109,8 @@ leased_urls AS (
     RETURNING u.*
 )
 SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
-       lh.lease_expires_at AS host_lease_expires_at, lh.host_failures, lh.backoff_until,
+       lh.lease_expires_at AS host_lease_expires_at, lh.lease_epoch, now() AS db_now,
+       lh.host_failures, lh.backoff_until,
        lh.robots_body, lh.robots_status, lh.robots_fetched_at, lh.robots_good_at,
        lh.robots_expires_at, lh.robots_unreachable_since,
        lu.id AS url_id, lu.url, lu.state, lu.importance, lu.next_fetch_at, lu.last_fetched_at,
@@ -80,74 +118,114 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.fetch_count, lu.change_count, lu.consecutive_failures, lu.changed_intervals_days,
        lu.unchanged_days, lu.intervals_observed, lu.change_rate_per_day,
        lu.change_brackets_days, lu.update_period_days, lu.update_phase_days,
-       lu.update_jitter_days, lu.site_id, lu.depth
+       lu.update_jitter_days, lu.site_id, lu.depth, lu.lm_fetches, lu.lm_changes,
+       lu.lm_observed_days, lu.lm_evidence_days, lu.watch_css, lu.ignore_css,
+       lu.fingerprint_region, s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
 FROM leased_hosts AS lh
 LEFT JOIN leased_urls AS lu ON lu.host_id = lh.id
+LEFT JOIN sites AS s ON s.id = lu.site_id
 ORDER BY lh.id, lu.next_fetch_at;
 
 -- name: record_fetch
 -- One fetch's whole state change in one statement (hence one transaction): the observation,
 -- the URL's new row and schedule with its lease released, and the host's politeness clock.
+-- $1, $2, $3 are rows of observations, urls and hosts as JSON, built from the transition by
+-- crawler.db.frontier.record_params and read by column name into each table's row type.
 -- Values are absolute, and the observation is unique on (url_id, fetched_at): a commit
 -- retried after a lost acknowledgement changes nothing.
-WITH observation AS (
+-- Fenced: nothing is written unless lease token ($4 host, $5 owner, $6 epoch) is current and
+-- unexpired by the database's clock; the host row stays locked until commit, so no claim can
+-- slip in between. No row returned: the lease is gone and the fetch is dropped.
+WITH lease AS (
+    SELECT id FROM hosts
+    WHERE id = $4 AND lease_owner = $5 AND lease_epoch = $6 AND lease_expires_at > now()
+    FOR UPDATE
+),
+o AS (
+    SELECT * FROM jsonb_populate_record(NULL::observations, $1::jsonb)
+    WHERE EXISTS (SELECT 1 FROM lease)
+),
+observation AS (
     INSERT INTO observations (
         url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
         simhash_distance, changed, content_changed, last_modified, error_kind, truncated
     )
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+    SELECT url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
+           simhash_distance, changed, content_changed, last_modified, error_kind, truncated
+    FROM o
     ON CONFLICT (url_id, fetched_at) DO NOTHING
     RETURNING id
 ),
+n AS (
+    SELECT * FROM jsonb_populate_record(NULL::urls, $2::jsonb)
+    WHERE EXISTS (SELECT 1 FROM lease)
+),
 url AS (
-    UPDATE urls
-    SET state = $15,
-        next_fetch_at = $16,
+    UPDATE urls AS u
+    SET state = n.state,
+        next_fetch_at = n.next_fetch_at,
         lease_owner = NULL,
         lease_expires_at = NULL,
-        last_fetched_at = $33,
-        last_status = $4,
-        last_simhash = $17,
-        last_content_hash = $18,
-        etag = $19,
-        last_modified = $20,
-        fetch_count = $21,
-        change_count = $22,
-        consecutive_failures = $23,
-        changed_intervals_days = $24,
-        unchanged_days = $25,
-        intervals_observed = $26,
-        change_rate_per_day = $27,
-        fetch_rate_per_day = $28,
-        redirect_to = $29,
-        change_brackets_days = $34,
-        update_period_days = $35,
-        update_phase_days = $36,
-        update_jitter_days = $37
-    WHERE id = $1
-    RETURNING host_id
+        last_fetched_at = n.last_fetched_at,
+        last_status = n.last_status,
+        last_simhash = n.last_simhash,
+        last_content_hash = n.last_content_hash,
+        fingerprint_region = n.fingerprint_region,
+        etag = n.etag,
+        last_modified = n.last_modified,
+        fetch_count = n.fetch_count,
+        change_count = n.change_count,
+        consecutive_failures = n.consecutive_failures,
+        changed_intervals_days = n.changed_intervals_days,
+        unchanged_days = n.unchanged_days,
+        intervals_observed = n.intervals_observed,
+        change_rate_per_day = n.change_rate_per_day,
+        fetch_rate_per_day = n.fetch_rate_per_day,
+        redirect_to = n.redirect_to,
+        change_brackets_days = n.change_brackets_days,
+        update_period_days = n.update_period_days,
+        update_phase_days = n.update_phase_days,
+        update_jitter_days = n.update_jitter_days,
+        lm_fetches = n.lm_fetches,
+        lm_changes = n.lm_changes,
+        lm_observed_days = n.lm_observed_days,
+        lm_evidence_days = n.lm_evidence_days
+    FROM n
+    WHERE u.id = n.id AND u.host_id = $4
+    RETURNING u.host_id
+),
+h AS (
+    SELECT * FROM jsonb_populate_record(NULL::hosts, $3::jsonb)
 )
 UPDATE hosts
-SET next_request_at = $30,
-    consecutive_failures = $31,
-    backoff_until = $32
-WHERE id = (SELECT host_id FROM url)
+SET next_request_at = h.next_request_at,
+    consecutive_failures = h.consecutive_failures,
+    backoff_until = h.backoff_until
+FROM h, lease
+WHERE hosts.id = lease.id
 RETURNING (SELECT count(*) FROM observation) AS observations_written;
 
 -- name: release_host
 -- Give a host back: drop the leases this owner holds on it and its URLs, and recompute its
--- earliest due time from urls_host_next_fetch_idx.
-WITH released_urls AS (
+-- earliest due time from urls_host_next_fetch_idx. Fenced like record_fetch ($1 host,
+-- $2 owner, $3 epoch): a lease that expired or was claimed again is not ours to release.
+WITH lease AS (
+    SELECT id FROM hosts
+    WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 AND lease_expires_at > now()
+    FOR UPDATE
+),
+released_urls AS (
     UPDATE urls
     SET lease_owner = NULL, lease_expires_at = NULL
-    WHERE host_id = $1 AND lease_owner = $2
+    WHERE host_id IN (SELECT id FROM lease) AND lease_owner = $2
     RETURNING id
 )
 UPDATE hosts AS h
 SET lease_owner = NULL,
     lease_expires_at = NULL,
     next_due_at = (SELECT min(next_fetch_at) FROM urls WHERE host_id = h.id)
-WHERE h.id = $1 AND h.lease_owner = $2
+FROM lease
+WHERE h.id = lease.id
 RETURNING (SELECT count(*) FROM released_urls) AS urls_released;
 
 -- name: release_owner
@@ -197,8 +275,10 @@ SELECT
 SELECT state, count(*) AS n FROM urls GROUP BY state ORDER BY state;
 
 -- name: url_row
-SELECT u.*, h.origin
+SELECT u.*, h.origin, s.root_url AS site_root_url, s.watch_css AS site_watch_css,
+       s.ignore_css AS site_ignore_css
 FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
+LEFT JOIN sites AS s ON s.id = u.site_id
 WHERE u.url = $1;
 
 -- name: url_observations
@@ -209,29 +289,97 @@ WHERE url_id = $1
 ORDER BY fetched_at DESC
 LIMIT $2;
 
--- name: planner_population
--- The planner's periodic batch read (not the hot path): every live URL with its estimate.
-SELECT u.id, u.host_id, u.importance, u.change_rate_per_day, u.fetch_rate_per_day,
-       u.last_fetched_at, u.next_fetch_at, h.crawl_delay_seconds
-FROM urls AS u
-JOIN hosts AS h ON h.id = u.host_id
-WHERE u.state IN ('new', 'active', 'error')
-  AND (u.site_id IS NULL OR u.in_window)
-ORDER BY u.id;
+-- name: planner_id_range
+-- The key space the planner samples from (both ends of the primary key's index).
+SELECT min(id) AS min_id, max(id) AS max_id FROM urls;
 
--- name: planner_histories
--- A bounded set of URLs with observed intervals, to fit the empirical-Bayes prior.
-SELECT host_id, changed_intervals_days, unchanged_days, intervals_observed
+-- name: planner_sample
+-- A stratified sample of the live population: from each random start ($1) read up to $3 live
+-- URLs upward, stopping at the stratum's end ($2) (primary key index, O(sample) rows).
+SELECT s.stratum, u.id, u.host_id, u.importance, u.change_rate_per_day,
+       u.changed_intervals_days, u.unchanged_days, u.intervals_observed,
+       h.crawl_delay_seconds
+FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS s(start_id, end_id, stratum)
+CROSS JOIN LATERAL (
+    SELECT id, host_id, importance, change_rate_per_day, changed_intervals_days,
+           unchanged_days, intervals_observed
+    FROM urls
+    WHERE id >= s.start_id AND id < s.end_id
+      AND state IN ('new', 'active', 'error')
+      AND (site_id IS NULL OR in_window)
+    ORDER BY id
+    LIMIT $3
+) AS u
+JOIN hosts AS h ON h.id = u.host_id;
+
+-- name: planner_claim_round
+-- One planner per fleet: a daemon solves only if no one has started a round in the last $1
+-- seconds. One statement, no lock held across the solve; returns a row when this daemon won.
+INSERT INTO planner_state (key, value, updated_at)
+VALUES ('round', 1, now())
+ON CONFLICT (key) DO UPDATE SET value = planner_state.value + 1, updated_at = now()
+    WHERE planner_state.updated_at < now() - make_interval(secs => $1)
+RETURNING value;
+
+-- name: fleet_concurrency
+-- Hosts the whole fleet fetches at once: every daemon whose heartbeat is newer than $1 s.
+SELECT COALESCE(sum(concurrency), 0)::int AS concurrency, count(*)::int AS daemons
+FROM daemons
+WHERE heartbeat_at > now() - make_interval(secs => $1);
+
+-- name: fleet_host_rates
+-- Requests per day the hosts allow at one per politeness delay ($1 s at least, or their
+-- Crawl-delay): over all hosts, and over the $2 fastest (the planner's figures, once a round).
+WITH per_host AS (
+    SELECT 86400.0 / GREATEST($1::float8, COALESCE(crawl_delay_seconds, 0), 1e-3) AS per_day
+    FROM hosts
+)
+SELECT count(*)::bigint AS hosts,
+       COALESCE(sum(per_day), 0)::float8 AS all_per_day,
+       COALESCE((SELECT sum(per_day) FROM (
+           SELECT per_day FROM per_host ORDER BY per_day DESC LIMIT $2) AS busiest), 0)::float8
+           AS busiest_per_day
+FROM per_host;
+
+-- name: heartbeat
+-- A daemon says it is alive, and how many hosts it fetches at once.
+INSERT INTO daemons (owner, concurrency, started_at, heartbeat_at)
+VALUES ($1, $2, now(), now())
+ON CONFLICT (owner) DO UPDATE SET concurrency = EXCLUDED.concurrency, heartbeat_at = now();
+
+-- name: daemon_stopped
+DELETE FROM daemons WHERE owner = $1;
+
+-- name: reschedule_scan
+-- The planner's rescheduling walk: the next $2 active, unleased URLs after id $1 whose last
+-- fetch saw content, with what decides their rate (primary key index; one small chunk per
+-- short transaction). A failing URL keeps its retry backoff.
+SELECT id, importance, change_rate_per_day, fetch_rate_per_day
 FROM urls
-WHERE intervals_observed > 0
-LIMIT $1;
+WHERE id > $1
+  AND state = 'active'
+  AND consecutive_failures = 0
+  AND (site_id IS NULL OR in_window)
+  AND lease_owner IS NULL
+  AND last_fetched_at IS NOT NULL
+ORDER BY id
+LIMIT $2;
+
+-- name: reschedule_records
+-- Whole records of the URLs whose rate moved materially, to reschedule them exactly as after
+-- a fetch (crawler.core.schedule.next_fetch).
+SELECT u.id AS url_id, u.*
+FROM urls AS u
+WHERE u.id = ANY($1::bigint[]) AND u.lease_owner IS NULL;
 
 -- name: reschedule_urls
--- Apply new fetch rates in place; leased URLs are left to their fetcher.
+-- Apply new schedules in place. A URL leased or fetched since it was read ($4, its
+-- last_fetched_at then) is left to its fetcher.
 UPDATE urls AS u
-SET next_fetch_at = t.due, fetch_rate_per_day = t.rate
-FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[]) AS t(id, due, rate)
-WHERE u.id = t.id AND u.lease_owner IS NULL
+SET next_fetch_at = t.due, fetch_rate_per_day = t.rate, change_rate_per_day = t.change_rate
+FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::timestamptz[], $5::float8[])
+    AS t(id, due, rate, last_fetched_at, change_rate)
+WHERE u.id = t.id AND u.lease_owner IS NULL AND u.last_fetched_at = t.last_fetched_at
 RETURNING u.host_id;
 
 -- name: store_planner_state
@@ -241,10 +389,6 @@ ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now();
 
 -- name: load_planner_state
 SELECT key, value, updated_at FROM planner_state;
-
--- name: planner_lock
--- Only one daemon at a time solves μ; the others read what it stored.
-SELECT pg_try_advisory_xact_lock(7271843002);
 
 -- name: fetches_since
 SELECT count(*) FROM observations WHERE fetched_at > now() - make_interval(secs => $1);
@@ -340,20 +484,38 @@ ORDER BY u.depth NULLS LAST, u.id;
 
 -- name: store_robots
 -- A host's robots.txt after a fetch of it, its Crawl-delay, and its politeness clock (the
--- robots.txt request counts as a request to the host).
+-- robots.txt request counts as a request to the host). $1 is the hosts row as JSON
+-- (crawler.db.frontier.store_robots); fenced by the lease token ($2 owner, $3 epoch). When
+-- the rules changed ($4), every URL they had disallowed is due again, to be judged anew.
+WITH r AS (
+    SELECT * FROM jsonb_populate_record(NULL::hosts, $1::jsonb)
+),
+lease AS (
+    SELECT hosts.id FROM hosts, r
+    WHERE hosts.id = r.id AND hosts.lease_owner = $2 AND hosts.lease_epoch = $3
+      AND hosts.lease_expires_at > now()
+    FOR UPDATE OF hosts
+),
+rechecked AS (
+    UPDATE urls SET next_fetch_at = LEAST(next_fetch_at, now())
+    WHERE $4 AND host_id IN (SELECT id FROM lease) AND state = 'disallowed'
+    RETURNING id
+)
 UPDATE hosts
-SET robots_body = $2, robots_status = $3, robots_fetched_at = $4, robots_good_at = $5,
-    robots_expires_at = $6, robots_unreachable_since = $7, crawl_delay_seconds = $8,
-    next_request_at = $9
-WHERE id = $1;
-
--- name: recheck_disallowed
--- robots.txt changed: every URL it had disallowed is due again, to be judged by the new rules.
-UPDATE urls SET next_fetch_at = LEAST(next_fetch_at, now())
-WHERE host_id = $1 AND state = 'disallowed';
+SET robots_body = r.robots_body, robots_status = r.robots_status,
+    robots_fetched_at = r.robots_fetched_at, robots_good_at = r.robots_good_at,
+    robots_expires_at = r.robots_expires_at,
+    robots_unreachable_since = r.robots_unreachable_since,
+    crawl_delay_seconds = r.crawl_delay_seconds, next_request_at = r.next_request_at
+FROM r, lease
+WHERE hosts.id = lease.id
+RETURNING (SELECT count(*) FROM rechecked) AS rechecked;
 
 -- name: set_host_backoff
-UPDATE hosts SET backoff_until = $2 WHERE id = $1;
+-- Leave a host alone until $2; fenced by the lease token ($3 owner, $4 epoch).
+UPDATE hosts SET backoff_until = $2
+WHERE id = $1 AND lease_owner = $3 AND lease_epoch = $4 AND lease_expires_at > now()
+RETURNING id;
 
 -- name: hosts_health
 SELECT count(*) FILTER (WHERE backoff_until > now()) AS in_backoff,
@@ -370,8 +532,221 @@ LIMIT $1;
 
 -- name: hosts_in_backoff
 SELECT origin, backoff_until, consecutive_failures,
-       robots_unreachable_since IS NOT NULL AS robots_unreachable
+       robots_unreachable_since IS NOT NULL AS robots_unreachable,
+       last_error_kind, last_error_at
 FROM hosts
 WHERE backoff_until > now()
 ORDER BY backoff_until DESC
 LIMIT $1;
+
+-- name: note_host_error
+-- The host's last connection-level failure (a TLS error, say), kept even when it came on
+-- robots.txt, for `crawler status`; fenced by the lease token ($4 owner, $5 epoch).
+UPDATE hosts SET last_error_kind = $2, last_error_at = $3
+WHERE id = $1 AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires_at > now()
+RETURNING id;
+
+-- name: list_sites
+-- Every windowed site (one row per site: a small table), for naming a site by any spelling.
+SELECT id, root_url, window_size FROM sites ORDER BY root_url;
+
+-- name: set_host_refused
+-- The SSRF policy refused the host's address ($2 the reason; NULL clears it once the host is
+-- reachable), shown by `crawler status`; fenced by the lease token ($3 owner, $4 epoch). The
+-- row is written only when the note changes; `held` says whether the lease is still held,
+-- `changed` whether the note changed (so the daemon logs a refusal once per host).
+WITH lease AS (
+    SELECT id, refused_reason FROM hosts
+    WHERE id = $1 AND lease_owner = $3 AND lease_epoch = $4 AND lease_expires_at > now()
+    FOR UPDATE
+),
+noted AS (
+    UPDATE hosts SET refused_reason = $2::text
+    WHERE id IN (SELECT id FROM lease WHERE refused_reason IS DISTINCT FROM $2::text)
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS held, EXISTS (SELECT 1 FROM noted) AS changed;
+
+-- name: hosts_refused
+SELECT origin, refused_reason FROM hosts WHERE refused_reason IS NOT NULL
+ORDER BY origin LIMIT $1;
+
+-- name: set_host_paused
+-- `crawler pause|resume --host ORIGIN` (hosts' unique origin index).
+UPDATE hosts SET paused = $2 WHERE origin = $1 RETURNING id;
+
+-- name: hosts_paused
+-- Paused hosts for `crawler status` (hosts_paused_idx, a partial index: few rows).
+SELECT origin FROM hosts WHERE paused ORDER BY origin LIMIT $1;
+
+-- name: export_urls
+-- `crawler export urls`: every URL (fetched or added since $1), streamed by a server-side
+-- cursor in primary-key order; an export reads the whole table by design.
+SELECT u.url, h.origin, u.state, u.importance, u.created_at, u.last_fetched_at,
+       u.last_status, u.fetch_count, u.change_count, u.change_rate_per_day,
+       u.fetch_rate_per_day, u.next_fetch_at
+FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
+WHERE $1::timestamptz IS NULL OR u.created_at >= $1 OR u.last_fetched_at >= $1
+ORDER BY u.id;
+
+-- name: export_observations
+-- `crawler export observations`: fetches since $1 (observations_fetched_at_idx), oldest first.
+SELECT u.url, o.fetched_at, o.outcome, o.status, o.bytes, o.duration_seconds, o.changed,
+       o.simhash_distance, o.error_kind
+FROM observations AS o JOIN urls AS u ON u.id = o.url_id
+WHERE o.fetched_at >= COALESCE($1::timestamptz, '-infinity')
+ORDER BY o.fetched_at, o.url_id;
+
+-- name: list_urls
+-- `crawler urls [--host] [--state]`: one page in primary-key order. $1 origin or NULL, $2 state
+-- or NULL, $3 offset, $4 page size (hosts' unique origin index, then urls_host_next_fetch_idx).
+SELECT u.url, h.origin, u.state, u.importance, u.next_fetch_at, u.last_fetched_at,
+       u.last_status, u.fetch_count, u.change_count
+FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
+WHERE ($1::text IS NULL OR h.origin = $1) AND ($2::text IS NULL OR u.state = $2)
+ORDER BY u.id
+OFFSET $3 LIMIT $4;
+
+-- name: set_importance
+-- `crawler importance`: new weights for known URLs (the urls' unique url index); returns those
+-- it found.
+UPDATE urls AS u SET importance = t.weight
+FROM unnest($1::text[], $2::float8[]) AS t(url, weight)
+WHERE u.url = t.url
+RETURNING u.url;
+
+-- name: remove_urls
+-- `crawler remove URL...`: the URLs and, by cascade, their observations and links.
+DELETE FROM urls WHERE url = ANY($1::text[]) RETURNING id;
+
+-- name: host_url_count
+SELECT count(*) FROM urls AS u JOIN hosts AS h ON h.id = u.host_id WHERE h.origin = $1;
+
+-- name: remove_host
+-- `crawler remove --host`: the host, and by cascade its URLs and their history.
+DELETE FROM hosts WHERE origin = $1 RETURNING id;
+
+-- name: last_stored_response
+-- The URL's newest stored response: what a revisit refers to, and the base of a change's diff.
+SELECT fetched_at, warc_file, warc_offset, record_id, payload_digest
+FROM stored_records
+WHERE url_id = $1 AND record_type = 'response'
+ORDER BY fetched_at DESC
+LIMIT 1;
+
+-- name: collection_rows
+-- Not a statement: one stored WARC record ($1, a stored_records row as JSON, or NULL) and its
+-- change event ($2, a change_events row as JSON, or NULL), as CTEs. Both rows are built by
+-- crawler.store.collect.CollectionWrite.rows and read by column name. crawler.store.collect
+-- runs them alone, in the fetch's transaction (a retried commit changes nothing), or puts them
+-- into record_fetch right after its lease fence (parameters renumbered after its own) so that a
+-- fetch with a stored version still commits in one statement, one round trip, and writes
+-- nothing when the lease is gone.
+collection_stored AS (
+    INSERT INTO stored_records (url_id, fetched_at, record_type, status, warc_file,
+                                warc_offset, warc_length, record_id, payload_digest,
+                                payload_bytes, changed, refers_to)
+    SELECT url_id, fetched_at, record_type, status, warc_file, warc_offset, warc_length,
+           record_id, payload_digest, payload_bytes, changed, refers_to
+    FROM jsonb_populate_record(NULL::stored_records, $1::jsonb)
+    WHERE $1::jsonb IS NOT NULL AND EXISTS (SELECT 1 FROM lease)
+    ON CONFLICT (url_id, fetched_at) DO NOTHING
+),
+collection_event AS (
+    INSERT INTO change_events (url_id, fetched_at, kind, payload)
+    SELECT url_id, fetched_at, kind, payload
+    FROM jsonb_populate_record(NULL::change_events, $2::jsonb)
+    WHERE $2::jsonb IS NOT NULL AND EXISTS (SELECT 1 FROM lease)
+    ON CONFLICT (url_id, fetched_at) DO NOTHING
+)
+
+-- name: pending_events
+-- The oldest undelivered events, for the webhook (delivered in id order per URL).
+SELECT e.id, e.url_id, e.payload, e.attempts, e.next_attempt_at, e.created_at
+FROM change_events e
+WHERE e.delivered_at IS NULL
+ORDER BY e.id
+LIMIT $1;
+
+-- name: mark_event_delivered
+UPDATE change_events SET delivered_at = now(), attempts = attempts + 1, last_error = NULL
+WHERE id = $1;
+
+-- name: mark_event_failed
+UPDATE change_events
+SET attempts = attempts + 1, next_attempt_at = $2, last_error = $3
+WHERE id = $1;
+
+-- name: outbox_summary
+-- Webhook gauges: undelivered events and the age of the oldest.
+SELECT count(*) AS pending, min(created_at) AS oldest_created_at
+FROM change_events
+WHERE delivered_at IS NULL;
+
+-- name: url_versions
+-- Every stored version of one URL, oldest first (crawler versions / get / diff).
+SELECT s.id, s.fetched_at, s.record_type, s.status, s.warc_file, s.warc_offset, s.warc_length,
+       s.record_id, s.payload_digest, s.payload_bytes, s.changed, s.refers_to
+FROM stored_records s JOIN urls u ON u.id = s.url_id
+WHERE u.url = $1
+ORDER BY s.fetched_at;
+
+-- name: changes_page
+-- One page of the outbox after the keyset cursor (fetched_at, id), for crawler changes.
+SELECT id, fetched_at, payload, delivered_at
+FROM change_events
+WHERE (fetched_at, id) > ($1, $2)
+ORDER BY fetched_at, id
+LIMIT $3;
+
+-- name: fleet_claim
+-- One daemon per fleet does a periodic job ($1, e.g. 'sampler'): it claims it only if no one
+-- has in the last $2 seconds. Returns a row when this daemon won.
+INSERT INTO planner_state (key, value, updated_at)
+VALUES ($1, 1, now())
+ON CONFLICT (key) DO UPDATE SET value = planner_state.value + 1, updated_at = now()
+    WHERE planner_state.updated_at < now() - make_interval(secs => $2)
+RETURNING value;
+
+-- name: most_overdue_seconds
+-- How late the most overdue URL is (urls_next_fetch_idx: one index entry).
+SELECT EXTRACT(EPOCH FROM now() - min(next_fetch_at)) FROM urls WHERE next_fetch_at <= now();
+
+-- name: hosts_leased_count
+-- Hosts under a live lease: at most the fleet's concurrency (hosts_lease_owner_idx).
+SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL AND lease_expires_at > now();
+
+-- name: estimate_urls
+-- Planned, not run (crawler.db.estimates): the estimated row counts behind the gauges.
+SELECT 1 FROM urls;
+
+-- name: estimate_urls_in_state
+SELECT 1 FROM urls WHERE state = $1;
+
+-- name: estimate_urls_due
+SELECT 1 FROM urls WHERE next_fetch_at <= now();
+
+-- name: estimate_hosts_in_backoff
+SELECT 1 FROM hosts WHERE backoff_until > now();
+
+-- name: estimate_hosts_circuit_open
+SELECT 1 FROM hosts WHERE backoff_until > now() AND consecutive_failures >= $1;
+
+-- name: set_url_region
+-- A URL's own watched region (crawler watch, crawler seed --watch/--ignore); urls_url_key.
+UPDATE urls SET watch_css = $2, ignore_css = $3
+WHERE url = ANY($1::text[])
+RETURNING url;
+
+-- name: set_site_region
+-- The region of every page of a window without one of its own; sites_root_url_key.
+UPDATE sites SET watch_css = $2, ignore_css = $3
+WHERE root_url = $1
+RETURNING id;
+
+-- name: url_region
+-- A URL's own region and its window's, for crawler watch and crawler show; urls_url_key.
+SELECT u.watch_css, u.ignore_css, u.fingerprint_region, s.root_url AS site_root_url,
+       s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
+FROM urls AS u LEFT JOIN sites AS s ON s.id = u.site_id
+WHERE u.url = $1;

@@ -24,11 +24,13 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, DOUBLE_PRECISION
+from sqlalchemy.dialects.postgresql import ARRAY, DOUBLE_PRECISION, JSONB
+
+from crawler.core.model import UrlState
 
 metadata = MetaData()
 
-URL_STATES = ("new", "active", "gone", "error", "redirected", "disallowed")
+URL_STATES = tuple(state.value for state in UrlState)
 
 hosts = Table(
     "hosts",
@@ -59,7 +61,18 @@ hosts = Table(
     Column("robots_expires_at", DateTime(timezone=True), nullable=True),
     Column("robots_unreachable_since", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # The last connection-level failure (tls_expired, dns, timeout_connect...), robots.txt
+    # included, so that `crawler status` can say why a host is backed off (migration 0003).
+    Column("last_error_kind", Text, nullable=True),
+    Column("last_error_at", DateTime(timezone=True), nullable=True),
+    # Fencing epoch: incremented at every claim; writes under an older epoch are rejected.
+    Column("lease_epoch", BigInteger, nullable=False, server_default=text("0")),
+    # 0004_frontier_control: why the host cannot be fetched at all (the SSRF policy refused its
+    # address), shown by status; and an operator's pause (a paused host is never claimed).
+    Column("refused_reason", Text, nullable=True),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
     Index("hosts_next_due_at_idx", "next_due_at"),
+    Index("hosts_paused_idx", "origin", postgresql_where=text("paused")),
     Index("hosts_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),
 )
 
@@ -70,6 +83,10 @@ sites = Table(
     Column("root_url", Text, nullable=False, unique=True),
     Column("window_size", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # The watched region of every page in the window without one of its own
+    # (crawler.core.region): CSS selectors of the elements kept, and of those removed.
+    Column("watch_css", Text, nullable=True),
+    Column("ignore_css", Text, nullable=True),
 )
 
 urls = Table(
@@ -116,7 +133,7 @@ urls = Table(
     Column("update_phase_days", Float, nullable=True),
     Column("update_jitter_days", Float, nullable=True),
     Column("redirect_to", Text, nullable=True),
-    # Page-window discovery (MODEL.md section 7): the URL's site, BFS depth, discovery order
+    # Page-window discovery (docs/MODEL.md section 7): the URL's site, BFS depth, discovery order
     # and window membership with the times it entered and left.
     Column("site_id", BigInteger, ForeignKey("sites.id", ondelete="SET NULL"), nullable=True),
     Column("depth", Integer, nullable=True),
@@ -127,6 +144,23 @@ urls = Table(
     # observation began, so its visible lifespan is censored at the start.
     Column("discovered_initially", Boolean, nullable=False, server_default=text("false")),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # Last-Modified evidence (crawler.core.last_modified): Cho & Garcia-Molina's statistics and
+    # the recent (Last-Modified, fetched at) pairs, flattened, in POSIX days.
+    Column("lm_fetches", Integer, nullable=False, server_default=text("0")),
+    Column("lm_changes", Integer, nullable=False, server_default=text("0")),
+    Column("lm_observed_days", Float, nullable=False, server_default=text("0")),
+    Column(
+        "lm_evidence_days",
+        ARRAY(DOUBLE_PRECISION),
+        nullable=False,
+        server_default=text("'{}'"),
+    ),
+    # The URL's own watched region (crawler.core.region), and the key of the region its
+    # last_simhash was computed under ('' is the whole page): a mismatch makes the next fetch
+    # a new baseline rather than a change.
+    Column("watch_css", Text, nullable=True),
+    Column("ignore_css", Text, nullable=True),
+    Column("fingerprint_region", Text, nullable=False, server_default=text("''")),
     CheckConstraint(
         "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"
     ),
@@ -179,4 +213,76 @@ planner_state = Table(
     Column("key", Text, primary_key=True),
     Column("value", Float, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+# The collection (crawler.store): one row per stored WARC record (a response, or a revisit
+# of the URL's last stored response), written in the fetch's own transaction after the
+# record's bytes are in the file. Keyed by (url_id, fetched_at) like observations, so both
+# can be partitioned by time together.
+RECORD_TYPES = ("response", "revisit")
+
+stored_records = Table(
+    "stored_records",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"), nullable=False),
+    Column("fetched_at", DateTime(timezone=True), nullable=False),
+    Column("record_type", Text, nullable=False),
+    Column("status", SmallInteger, nullable=True),
+    # File name relative to CRAWLER_WARC_DIR, and the gzip member holding the record.
+    Column("warc_file", Text, nullable=False),
+    Column("warc_offset", BigInteger, nullable=False),
+    Column("warc_length", BigInteger, nullable=False),
+    Column("record_id", Text, nullable=False),  # WARC-Record-ID
+    Column("payload_digest", Text, nullable=False),  # WARC-Payload-Digest, sha1:BASE32
+    Column("payload_bytes", Integer, nullable=False),
+    Column("changed", Boolean, nullable=True),  # the observation's verdict (simhash)
+    Column("refers_to", Text, nullable=True),  # a revisit's original: its WARC-Record-ID
+    CheckConstraint(
+        "record_type IN (" + ", ".join(f"'{t}'" for t in RECORD_TYPES) + ")",
+        name="stored_records_type_check",
+    ),
+    Index("stored_records_url_fetched_idx", "url_id", "fetched_at", unique=True),
+    Index(
+        "stored_records_url_response_idx", "url_id", "fetched_at",
+        postgresql_where=text("record_type = 'response'"),
+    ),
+    Index("stored_records_file_idx", "warc_file"),
+)
+
+# The change-event outbox: written in the fetch's transaction, delivered by the webhook task
+# (crawler.daemon.webhook) in id order per URL, at least once.
+EVENT_KINDS = ("changed", "gone", "back")
+
+change_events = Table(
+    "change_events",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"), nullable=False),
+    Column("fetched_at", DateTime(timezone=True), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),  # the event JSON without its id
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("delivered_at", DateTime(timezone=True), nullable=True),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=True),
+    Column("last_error", Text, nullable=True),
+    CheckConstraint(
+        "kind IN (" + ", ".join(f"'{k}'" for k in EVENT_KINDS) + ")",
+        name="change_events_kind_check",
+    ),
+    Index("change_events_url_fetched_idx", "url_id", "fetched_at", unique=True),
+    Index("change_events_fetched_idx", "fetched_at", "id"),
+    Index("change_events_pending_idx", "id", postgresql_where=text("delivered_at IS NULL")),
+)
+
+# Live daemons: each refreshes its row every few seconds; the planner sums the concurrency of
+# those seen recently to derive the fleet's budget.
+daemons = Table(
+    "daemons",
+    metadata,
+    Column("owner", Text, primary_key=True),
+    Column("concurrency", Integer, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
 )

@@ -1,8 +1,9 @@
 """Page windows in PostgreSQL: register sites, store observed out-links, recompute windows.
 
-A fetch of a windowed site's page, its new out-links and the window it implies commit in
-one transaction (``record_windowed_fetch``). Only the daemon holding the site's host lease
-touches a site, so recomputing a site's window never races another daemon.
+A fetch of a windowed site's page, its new out-links and the window it implies commit in one
+transaction (``apply_window_update`` runs inside ``crawler.db.record.write_transition``). Only
+the daemon holding the site's host lease touches a site, so recomputing a site's window never
+races another daemon.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import asyncpg
 
+from crawler.core.transition import Transition
 from crawler.core.window import (
     Lifespan,
     bfs_window,
@@ -87,32 +89,23 @@ async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -
     return len(changes)
 
 
-async def record_windowed_fetch(
-    pool: asyncpg.Pool,
-    args: Sequence[Any],
-    *,
-    url_id: int,
-    site_id: int,
-    host_id: int,
-    out_links: Sequence[str] | None,
-    state_changed: bool,
-    now: float,
-    first_fetch: bool = False,
-) -> None:
-    """``record_fetch`` plus the page's out-links and the site's window, in one transaction.
+async def apply_window_update(conn: asyncpg.Connection, t: Transition) -> None:
+    """A windowed page's new out-links and the site's window, inside the fetch's transaction.
 
     ``out_links`` is None when the fetch saw no content (an error keeps the old links); a gone
     page loses its links.
     """
-    async with pool.acquire() as conn, conn.transaction():
-        await frontier.record_fetch(conn, args)
-        changed = state_changed
-        if out_links is not None:
-            changed |= await store_out_links(
-                conn, url_id, site_id, host_id, out_links, first_fetch=first_fetch
-            )
-        if changed:
-            await recompute_window(conn, site_id, now)
+    window = t.window
+    if window is None:
+        return
+    changed = window.state_changed
+    if window.out_links is not None:
+        changed |= await store_out_links(
+            conn, t.url_id, window.site_id, t.record.host_id, window.out_links,
+            first_fetch=window.first_fetch,
+        )
+    if changed:
+        await recompute_window(conn, window.site_id, t.observation.fetched_at)
 
 
 async def sites_summary(conn: asyncpg.Connection) -> list[dict[str, Any]]:

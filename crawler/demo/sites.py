@@ -296,7 +296,7 @@ class SiteSpec:
 
 def bfs_window(graph: Mapping[str, Sequence[str]], root_path: str, n: int) -> list[str]:
     """The first ``n`` pages reachable breadth first from ``root_path`` (Cho & Garcia-Molina's
-    page window, MODEL.md §7).
+    page window, docs/MODEL.md §7).
 
     Ties are broken by link order: a page's out-links are visited in the order they appear
     in ``graph[page]`` (``SiteSpec.graph_at`` lists them in document order), so among pages

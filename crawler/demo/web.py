@@ -77,6 +77,9 @@ class DemoWeb:
         self.origins: list[str] = []
         self._site_by_address = {address: k for k, address in enumerate(self.addresses)}
         self._visits: Counter[tuple[int, str]] = Counter()
+        # Per (site, path): (server time, visit number) of every 200 served, in order, so that
+        # the body served at any past time can be rendered again from the ground truth.
+        self._served: dict[tuple[int, str], list[tuple[float, int]]] = {}
         self._runner: web.AppRunner | None = None
 
     @property
@@ -181,6 +184,39 @@ class DemoWeb:
         now = self.clock() if at is None else at
         return [self.site_truth(k, now) for k in range(len(self.sites))]
 
+    def body_at(self, url: str, at: float) -> bytes | None:
+        """The body a client of ``url`` held at server time ``at``: the body of the last 200
+        served at or before ``at`` (a 304 since then kept it), rendered again from the ground
+        truth. None when the page had not been served by then or was gone (404) at ``at``."""
+        index = self.origins.index(url[: url.index("/", len("http://"))])
+        path = url[len(self.origins[index]):] or "/"
+        site = self.sites[index]
+        if site.state_at(path, self.site_seconds(at), origin=self.origins[index],
+                         other_origin=self._other_origin(index)) is None:
+            return None
+        served = [s for s in self._served.get((index, path), []) if s[0] <= at]
+        if not served:
+            return None
+        when, visit = served[-1]
+        state = site.state_at(
+            path, self.site_seconds(when), origin=self.origins[index],
+            other_origin=self._other_origin(index),
+            per_request_note=f"Rendered at {math.floor(when)} for visit {visit}.",
+        )
+        return None if state is None else state.html.encode("utf-8")
+
+    def _past_body(self, index: int, request: web.Request, date: dict[str, str]) -> web.Response:
+        """``GET /__body__?path=/p&at=T``: ``body_at`` over HTTP (404 when there was none)."""
+        try:
+            at = float(request.query["at"])
+            url = self.origins[index] + request.query["path"]
+        except (KeyError, ValueError):
+            return web.Response(status=400, text="want ?path=/p&at=POSIX-seconds", headers=date)
+        body = self.body_at(url, at)
+        if body is None:
+            return web.Response(status=404, text="no body then", headers=date)
+        return web.Response(body=body, content_type="text/html", charset="utf-8", headers=date)
+
     # -- HTTP -------------------------------------------------------------------------------
 
     def _other_origin(self, site_index: int) -> Callable[[int], str]:
@@ -212,6 +248,8 @@ class DemoWeb:
         if request.path == "/__truth__":
             body = json.dumps(self.site_truth(index, now))
             return web.Response(text=body, content_type="application/json", headers=date)
+        if request.path == "/__body__":
+            return self._past_body(index, request, date)
         self._visits[(index, request.path)] += 1
         state = site.state_at(
             request.path,
@@ -230,6 +268,9 @@ class DemoWeb:
         headers = {**date, "ETag": state.etag, "Last-Modified": http_date(last_modified)}
         if self._not_modified(request, state.etag, last_modified):
             return web.Response(status=304, headers=headers)
+        self._served.setdefault((index, request.path), []).append(
+            (now, self._visits[(index, request.path)])
+        )
         return web.Response(
             text=state.html, content_type="text/html", charset="utf-8", headers=headers
         )

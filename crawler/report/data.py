@@ -15,13 +15,13 @@ from importlib import resources
 import asyncpg
 
 from crawler.core.lifetime_fit import LifetimeFit, PageObservation, fit_lifetimes
+from crawler.core.model import SECONDS_PER_DAY
 from crawler.db.queries import parse_queries
 
 REPORT_QUERIES = parse_queries(
     resources.files("crawler.report").joinpath("queries.sql").read_text()
 )
 
-SECONDS_PER_DAY = 86_400.0
 # Brewington & Cybenko's lifetime fit (section 5): the model used until the crawler has
 # observed enough of its own pages.
 PAPER_SHAPE = 1.4

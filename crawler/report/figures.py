@@ -21,10 +21,10 @@ from matplotlib.figure import Figure
 
 from crawler.core import capacity
 from crawler.core.lifetime_fit import PageObservation, observed_lifetime_cdf
+from crawler.core.model import SECONDS_PER_DAY
 
 FloatArray = npt.NDArray[np.float64]
 
-SECONDS_PER_DAY = 86_400.0
 HOURS_PER_WEEK = 168
 _SIZE_INCHES = (7.0, 4.2)
 _DPI = 100

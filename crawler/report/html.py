@@ -65,6 +65,11 @@ def _format_days(days: float) -> str:
     return f"{float(unit.of(days)):.3g} {unit.name}"
 
 
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 host``, ``2 hosts``."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def _section(
     key: str, title: str, description: str, written: Path | None, missing: str = NO_DATA
 ) -> Section:
@@ -113,7 +118,7 @@ def _host_table(data: ReportData) -> str:
             f"<td>{host.fetches}</td><td>{host.changes}</td><td>{rate}</td></tr>"
         )
     more = (
-        f"<p>The {len(data.hosts)} busiest of {data.host_count} hosts.</p>"
+        f"<p>The {len(data.hosts)} busiest of {_count(data.host_count, 'host')}.</p>"
         if data.host_count > len(data.hosts) else ""
     )
     return (
@@ -158,8 +163,9 @@ def render_page(
     body = [
         "<h1>Change report</h1>",
         f'<p class="totals">Generated {html.escape(generated)}'
-        f": {data.host_count} hosts, {data.url_count} URLs, {data.observation_count} fetches, "
-        f"{data.change_total} changes detected.</p>",
+        f": {_count(data.host_count, 'host')}, {_count(data.url_count, 'URL')}, "
+        f"{_count(data.observation_count, 'fetch', 'fetches')}, "
+        f"{_count(data.change_total, 'change')} detected.</p>",
     ]
     if data.empty:
         body.append(f'<p class="message" id="empty">{html.escape(EMPTY_DATABASE_MESSAGE)}</p>')
@@ -203,7 +209,7 @@ def write_report(
         ),
     )
     fitted = model.fit is not None
-    source = "fitted" if fitted else "Brewington & Cybenko's (1.4, 152.2 d)"
+    source = "fitted" if fitted else "published (shape 1.4, scale 152.2 d)"
     naive_lifetimes = [o.span_days / o.change_count for o in observations if o.change_count > 0]
     sections = [
         _section(

@@ -6,17 +6,19 @@ fetch time, so a policy only ranks pages; all spend the same budget.
 
 from __future__ import annotations
 
-from collections import deque
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from crawler.config import default_settings, schedule_policy
 from crawler.core import plan
-from crawler.core.estimate import DEFAULT_PRIOR, ChangeHistory, GammaPrior, fit_gamma_prior
-from crawler.core.periodic import PeriodicModel, detect_period_from_intervals
-from crawler.sim.learning import approximate_posterior_rate
+from crawler.core.estimate import DEFAULT_PRIOR, fit_gamma_prior
+from crawler.core.model import SECONDS_PER_DAY
+from crawler.core.schedule import min_interval_days
 from crawler.sim.populations import Population
+from crawler.sim.step import first_record, simulated_fetch, simulated_result, transition_config
 
 FloatArray = NDArray[np.float64]
 MINUTE_DAYS = 1.0 / 1440.0
@@ -25,8 +27,17 @@ MINUTE_DAYS = 1.0 / 1440.0
 class Policy(Protocol):
     def initial_fetch_times(self) -> FloatArray: ...
 
-    def after_fetch(self, page: int, now_days: float, interval_days: float, changed: bool) -> float:
-        """Record what the fetch saw; return the page's next fetch time (days)."""
+    def after_fetch(
+        self,
+        page: int,
+        now_days: float,
+        interval_days: float,
+        changed: bool,
+        last_change_days: float | None = None,
+    ) -> float:
+        """Record what the fetch saw; return the page's next fetch time (days).
+
+        `last_change_days` is the page's truthful Last-Modified, for pages that send one."""
         ...
 
     def on_day(self, now_days: float) -> None:
@@ -44,7 +55,14 @@ class _IntervalPolicy:
     def initial_fetch_times(self) -> FloatArray:
         return np.asarray(self.rng.random(self.intervals_days.size) * self.intervals_days)
 
-    def after_fetch(self, page: int, now_days: float, interval_days: float, changed: bool) -> float:
+    def after_fetch(
+        self,
+        page: int,
+        now_days: float,
+        interval_days: float,
+        changed: bool,
+        last_change_days: float | None = None,
+    ) -> float:
         return now_days + float(self.intervals_days[page])
 
     def on_day(self, now_days: float) -> None:
@@ -95,7 +113,14 @@ class _MultiplicativePolicy:
         intervals = np.asarray(self.intervals_days)
         return np.asarray(self.rng.random(intervals.size) * intervals)
 
-    def after_fetch(self, page: int, now_days: float, interval_days: float, changed: bool) -> float:
+    def after_fetch(
+        self,
+        page: int,
+        now_days: float,
+        interval_days: float,
+        changed: bool,
+        last_change_days: float | None = None,
+    ) -> float:
         current = self.intervals_days[page]
         updated = self.shrink(current) if changed else self.grow(current)
         updated = min(max(updated, self.min_interval_days), self.max_interval_days)
@@ -139,16 +164,14 @@ def stormcrawler_adaptive(
 
 
 class Optimal:
-    """Ours: everything learned online from what fetches observe (changed or not).
+    """Ours, as the daemon runs it: every fetch goes through `sim.step.simulated_fetch`, i.e.
+    the worker's record update and `schedule.next_fetch` (posterior rate, period detection,
+    fetch timing), with the planner's state (μ, prior) in a `SchedulePolicy`.
 
-    Per fetch: the page's history is extended, its posterior rate recomputed under the current
-    empirical-Bayes prior, and its next fetch time set from the stored μ (the daemon's in-place
-    update). Daily: μ is re-solved over all current estimates; the prior is refitted on a
-    widening schedule. Pages whose changes line up with a clock are fetched just after their
-    expected updates (period detection), unless `detect_periods` is off.
+    Daily, like the planner: μ re-solved over the stored estimates, the prior refitted on a
+    widening schedule. Nothing here estimates or times anything on its own.
     """
 
-    _HISTORY_WINDOW = 96  # fetch brackets kept per page for period detection
     _PRIOR_SAMPLE = 1500
 
     def __init__(
@@ -165,90 +188,40 @@ class Optimal:
         self.pages = pages
         self.budget_per_day = budget_per_day
         self.rng = rng
-        self.detect_periods = detect_periods
-        self.objective: plan.Objective = objective
-        self.max_interval_days = max_interval_days
-        self.prior: GammaPrior = DEFAULT_PRIOR
-        self.histories = [ChangeHistory()] * pages
-        self.rates = np.full(pages, self.prior.mean_rate_per_day)
-        self.min_intervals = np.full(pages, plan.DEFAULT_MIN_INTERVAL_DAYS)
-        self.max_intervals = np.full(pages, max_interval_days)
-        self.periodic: list[PeriodicModel | None] = [None] * pages
-        self.brackets: list[deque[tuple[float, float, bool]]] = [
-            deque(maxlen=self._HISTORY_WINDOW) for _ in range(pages)
-        ]
-        self.short_changes = [0] * pages  # changed brackets shorter than 12 h since last test
-        self.next_detection = [8] * pages
-        # Work conservation hands out slots early when the heap runs ahead of the clock; a page
-        # timed to an absolute update instant must be shifted by that lead (an average).
-        self.scheduled = [0.0] * pages
-        self.lead_days = 0.0
+        self.records = [first_record(page) for page in range(pages)]
+        self.versions = [0] * pages
+        self.rates = np.full(pages, DEFAULT_PRIOR.mean_rate_per_day)
+        self.policy = schedule_policy(
+            default_settings(),
+            mode="optimal",
+            default_interval_seconds=pages / budget_per_day * SECONDS_PER_DAY,
+            max_interval_seconds=max_interval_days * SECONDS_PER_DAY,
+            objective=objective,
+            prior=DEFAULT_PRIOR,
+            detect_periods=detect_periods,
+        )
         self.next_prior_fit_day = 2.0
-        self.mu = plan.solve_mu(self.rates, 1.0, budget_per_day).mu
+        self._solve_mu()
 
     def initial_fetch_times(self) -> FloatArray:
         interval = self.pages / self.budget_per_day
-        times = np.asarray(self.rng.random(self.pages) * interval)
-        self.scheduled = times.tolist()
-        return times
+        return np.asarray(self.rng.random(self.pages) * interval)
 
-    def after_fetch(self, page: int, now_days: float, interval_days: float, changed: bool) -> float:
-        self.lead_days += 0.01 * (self.scheduled[page] - now_days - self.lead_days)
-        history = self.histories[page].observe(interval_days, changed)
-        self.histories[page] = history
-        rate = approximate_posterior_rate(history, self.prior, float(self.rates[page]))
-        self.rates[page] = rate
-        model: PeriodicModel | None = None
-        if self.detect_periods:
-            model = self._update_period(page, now_days, interval_days, changed)
-        fetch_rate = plan.fetch_rate_for(
-            rate,
-            1.0,
-            self.mu,
-            self.objective,
-            float(self.min_intervals[page]),
-            float(self.max_intervals[page]),
-        )
-        next_time = plan.next_fetch_time(
-            now_days,
-            fetch_rate,
-            model,
-            max_interval_days=float(self.max_intervals[page]),
-            # Slots are handed out a little early or late: a margin of 2% of the period
-            # keeps an early fetch from landing before the update it was meant to catch.
-            min_update_delay_days=0.02 * model.period_days if model is not None else 0.0,
-            saw_change=changed,
-        )
-        if model is not None:
-            next_time += max(self.lead_days, 0.0)
-        self.scheduled[page] = next_time
-        return next_time
-
-    def _update_period(
-        self, page: int, now_days: float, interval_days: float, changed: bool
-    ) -> PeriodicModel | None:
-        brackets = self.brackets[page]
-        brackets.append((now_days - interval_days, now_days, changed))
-        if changed and interval_days < 0.5:
-            self.short_changes[page] += 1
-            # Test again only after the evidence doubles: each test costs milliseconds.
-            if self.short_changes[page] >= self.next_detection[page]:
-                self.next_detection[page] *= 2
-                self.short_changes[page] = 0
-                changed_brackets = [(a, b) for a, b, seen in brackets if seen]
-                unchanged_brackets = [(a, b) for a, b, seen in brackets if not seen]
-                model = detect_period_from_intervals(
-                    changed_brackets, unchanged_brackets, phase_points=48
-                )
-                self.periodic[page] = model
-                # A clock page is fetched once per period, just after its update: it gains
-                # nothing from more, and the plan must count exactly what it will spend.
-                if model is not None:
-                    self.min_intervals[page] = self.max_intervals[page] = model.period_days
-                else:
-                    self.min_intervals[page] = plan.DEFAULT_MIN_INTERVAL_DAYS
-                    self.max_intervals[page] = self.max_interval_days
-        return self.periodic[page]
+    def after_fetch(
+        self,
+        page: int,
+        now_days: float,
+        interval_days: float,
+        changed: bool,
+        last_change_days: float | None = None,
+    ) -> float:
+        self.versions[page] += changed
+        result = simulated_result(now_days, self.versions[page], last_change_days)
+        record, schedule = simulated_fetch(self.records[page], result, self.config)
+        self.records[page] = record
+        rate = schedule.change_rate_per_day
+        self.rates[page] = self.policy.prior.mean_rate_per_day if rate is None else rate
+        return schedule.next_fetch_at / SECONDS_PER_DAY
 
     def on_day(self, now_days: float) -> None:
         if now_days >= self.next_prior_fit_day:
@@ -256,27 +229,37 @@ class Optimal:
             if now_days >= 60.0:
                 self.next_prior_fit_day = now_days + 120.0
             self._refit_prior()
-        self.mu = plan.solve_mu(
+        self._solve_mu()
+
+    def _solve_mu(self) -> None:
+        """The planner's round: μ such that the stored rates' fetch rates fill the budget."""
+        policy = self.policy
+        mu = plan.solve_mu(
             self.rates,
             1.0,
             self.budget_per_day,
-            self.objective,
-            min_interval_days=self.min_intervals,
-            max_interval_days=self.max_intervals,
-            mu_hint=self.mu,
+            policy.objective,
+            beta_days=policy.beta_seconds / SECONDS_PER_DAY,
+            min_interval_days=np.fromiter(
+                (min_interval_days(record, policy) for record in self.records),
+                dtype=np.float64,
+                count=self.pages,
+            ),
+            max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
+            mu_hint=policy.mu,
         ).mu
+        self.policy = replace(policy, mu=mu)
+        self.config = transition_config(self.policy)
 
     def _refit_prior(self) -> None:
-        observed = [index for index, history in enumerate(self.histories) if history.fetches > 0]
-        if len(observed) > self._PRIOR_SAMPLE:
-            chosen = self.rng.choice(len(observed), self._PRIOR_SAMPLE, replace=False)
-            observed = [observed[int(index)] for index in chosen]
-        prior = fit_gamma_prior([self.histories[index] for index in observed])
-        if prior is None:
-            return
-        self.prior = prior
-        for page, history in enumerate(self.histories):
-            self.rates[page] = approximate_posterior_rate(history, prior)
+        histories = [record.history for record in self.records if record.history.fetches > 0]
+        if len(histories) > self._PRIOR_SAMPLE:
+            chosen = self.rng.choice(len(histories), self._PRIOR_SAMPLE, replace=False)
+            histories = [histories[int(index)] for index in chosen]
+        prior = fit_gamma_prior(histories)
+        if prior is not None:
+            self.policy = replace(self.policy, prior=prior)
+            self.config = transition_config(self.policy)
 
 
 def optimal(population: Population, budget_per_day: float, rng: np.random.Generator) -> Policy:

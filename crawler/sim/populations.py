@@ -48,7 +48,7 @@ def _poisson_times(rng: np.random.Generator, rate_per_day: float, days: float) -
 def brewington(pages: int, days: float, rng: np.random.Generator) -> Population:
     """Poisson pages; mean change interval 1/λ ~ Weibull(shape 1.4, scale 152.2 days).
 
-    Brewington & Cybenko 2000, the lifetime fit (MODEL.md section 5 reference table).
+    Brewington & Cybenko 2000, the lifetime fit (docs/MODEL.md section 5 reference table).
     """
     rates = 1.0 / (152.2 * rng.weibull(1.4, pages))
     per_page = [_poisson_times(rng, float(rate), days) for rate in rates]
@@ -160,8 +160,44 @@ def grimes(pages: int, days: float, rng: np.random.Generator) -> Population:
     return _pack("grimes", rates, per_page, kinds)
 
 
+def _clocked_times(
+    rng: np.random.Generator, period_days: float, jitter_days: float, days: float, realised: float
+) -> FloatArray:
+    """Updates at phase + k * period, each late or early by N(0, jitter), a share skipped."""
+    slots = int(days / period_days) + 2
+    times = rng.random() * period_days + period_days * np.arange(slots)
+    times = times + rng.normal(0.0, jitter_days, slots)
+    times = times[rng.random(slots) < realised]
+    return np.sort(times[(times > 0.0) & (times <= days)]).astype(np.float64)
+
+
+def periodic(pages: int, days: float, rng: np.random.Generator) -> Population:
+    """Clocked pages only: half hourly, half daily, the kind Grimes & O'Brien found.
+
+    Hourly pages update within about a minute of their slot (σ 0.5–2 min), daily ones within
+    minutes (σ log-uniform in 2–20 min, a cron job behind a publishing queue); 5% of slots
+    are skipped (nothing new that hour or day), so the mean rate is 0.95 per period.
+    """
+    rates = np.empty(pages)
+    per_page: list[FloatArray] = []
+    kinds: list[str] = []
+    for index, hourly in enumerate((rng.random(pages) < 0.5).tolist()):
+        if hourly:
+            jitter = MINUTE_DAYS * float(rng.uniform(0.5, 2.0))
+            per_page.append(_clocked_times(rng, HOUR_DAYS, jitter, days, 0.95))
+            rates[index] = 0.95 / HOUR_DAYS
+            kinds.append("hourly")
+        else:
+            jitter = MINUTE_DAYS * float(np.exp(rng.uniform(np.log(2.0), np.log(20.0))))
+            per_page.append(_clocked_times(rng, 1.0, jitter, days, 0.95))
+            rates[index] = 0.95
+            kinds.append("daily")
+    return _pack("periodic", rates, per_page, kinds)
+
+
 POPULATIONS: dict[str, Callable[[int, float, np.random.Generator], Population]] = {
     "brewington": brewington,
     "wolf": wolf,
     "grimes": grimes,
+    "periodic": periodic,
 }

@@ -44,10 +44,21 @@ def simulate(
     warmup_days: float = 0.0,
     beta_days: float = 1.0,
     seed: int = 0,
+    last_modified_share: float = 0.0,
+    work_conserving: bool = True,
 ) -> SimulationResult:
-    """Run one policy over the population for `days` and return its time-averaged metrics."""
+    """Run one policy over the population for `days` and return its time-averaged metrics.
+
+    A random `last_modified_share` of the pages send a truthful Last-Modified (the time of
+    their latest change); the others send none.
+    """
     if not 0.0 <= warmup_days < days:
         raise ValueError("warm-up must be shorter than the run")
+    if not 0.0 <= last_modified_share <= 1.0:
+        raise ValueError("last_modified_share must be in [0, 1]")
+    dated = (
+        np.random.default_rng([seed, 2]).random(population.pages) < last_modified_share
+    ).tolist()
     rng = np.random.default_rng(seed)
     policy = POLICIES[policy_name](population, budget_per_day, rng)
     times = population.change_times_days.tolist()
@@ -64,6 +75,7 @@ def simulate(
     slot_days = 1.0 / budget_per_day
     slots = math.floor(days * budget_per_day)
     next_day = 1.0
+    fetched = 0
 
     def account(page: int, now: float) -> bool:
         """Integrate the metrics over (last fetch, now]; True if the page changed in it."""
@@ -87,11 +99,17 @@ def simulate(
         while now >= next_day:
             policy.on_day(next_day)
             next_day += 1.0
-        _, page = heap[0]
+        due, page = heap[0]
+        if due > now and not work_conserving:
+            continue  # nothing is due: the slot goes unused, as in the daemon
+        fetched += 1
         changed = account(page, now)
         interval = now - last_fetch[page]
         last_fetch[page] = now
-        next_time = policy.after_fetch(page, now, interval, changed) if interval > 0.0 else now
+        last_change = times[next_change[page] - 1] if changed and dated[page] else None
+        next_time = (
+            policy.after_fetch(page, now, interval, changed, last_change) if interval > 0.0 else now
+        )
         heapq.heapreplace(heap, (next_time, page))
     for page in range(pages):
         account(page, days)
@@ -102,7 +120,7 @@ def simulate(
         policy=policy_name,
         pages=pages,
         days=days,
-        fetches=slots,
+        fetches=fetched,
         freshness=fresh_total / measured,
         age_days=age_total / measured,
         beta_currency=current_total / measured,

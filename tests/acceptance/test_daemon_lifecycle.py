@@ -6,6 +6,7 @@ import asyncio
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -38,6 +39,15 @@ def pg_ctl(server: object, *args: str) -> None:
                              user=server.system_user, timeout=60)  # type: ignore[attr-defined]
 
 
+async def wait_until(
+    condition: Callable[[], bool], proc: asyncio.subprocess.Process, timeout: float = 120.0
+) -> None:
+    """Poll ``condition`` while the daemon runs, up to a generous ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition() and proc.returncode is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+
+
 async def test_daemon_survives_a_postgres_restart() -> None:
     with tempfile.TemporaryDirectory(prefix="crawler-restart-") as tmp:
         server = embedded_server(Path(tmp), cleanup_mode="delete")
@@ -61,7 +71,8 @@ async def test_daemon_survives_a_postgres_restart() -> None:
             await frontier.seed(pool, [(u, 1.0) for u in web.urls()], time.time())
             await pool.close()
             proc = await start_daemon(fast_env(db_url))
-            await asyncio.sleep(4)
+            # Conditions, not fixed times: a loaded machine starts the daemon slowly.
+            await wait_until(lambda: sum(web.visits.values()) >= 5, proc)
             await asyncio.to_thread(pg_ctl, server, "-w", "-m", "fast", "stop")
             await asyncio.sleep(3)  # the daemon is without its database
             assert proc.returncode is None
@@ -70,9 +81,10 @@ async def test_daemon_survives_a_postgres_restart() -> None:
                 "-l", str(Path(server.pgdata) / "log"), "start",
             )
             restarted = time.time()
-            await asyncio.sleep(6)
-            assert proc.returncode is None, "the daemon died with its database"
+            served_at_restart = sum(web.visits.values())
+            await wait_until(lambda: sum(web.visits.values()) > served_at_restart + 15, proc)
             out = await stop_daemon(proc)
+            assert "the fetch loop died" not in out, out[-3000:]
             conn = await asyncpg.connect(db_url)
             observations = await conn.fetchval("SELECT count(*) FROM observations")
             after_restart = await conn.fetchval(

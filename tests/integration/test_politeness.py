@@ -11,11 +11,13 @@ import asyncpg
 import pytest
 from aiohttp import web
 
-from crawler.core.schedule import SchedulePolicy
-from crawler.daemon.worker import Worker, WorkerConfig
+from crawler.config import default_settings
+from crawler.daemon.config import fetch_limits, worker_config
+from crawler.daemon.worker import Worker
 from crawler.db import frontier
-from crawler.fetch import FetchLimits, new_session
+from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import Settings
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -24,7 +26,9 @@ class NullEvents:
     def fetch_completed(self, obs: object) -> None: ...
     def frontier_sampled(self, *args: object) -> None: ...
     def db_transaction(self, seconds: float) -> None: ...
+    def stage_completed(self, stage: str, seconds: float) -> None: ...
     def politeness_wait(self, seconds: float) -> None: ...
+    def lease_rejected(self, write: str) -> None: ...
 
 
 class RecordingServer:
@@ -84,19 +88,21 @@ async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
     workers = []
     sessions = []
     for n, pool in enumerate(pools):
-        session = new_session("test-crawler", FetchLimits(total_timeout=5.0),
+        session = new_session("test-crawler", fetch_limits(default_settings(), total_timeout=5.0),
                               address_policy=AddressPolicy(["127.0.0.0/8"]))
         sessions.append(session)
-        cfg = WorkerConfig(
-            owner=f"daemon-{n}", concurrency=8, claim_batch_hosts=4, claim_urls_per_host=25,
-            lease_seconds=30.0, poll_interval=0.05, politeness_delay=delay,
-            limits=FetchLimits(total_timeout=5.0),
-            schedule=SchedulePolicy(default_interval_seconds=3600.0),
+        cfg = worker_config(
+            Settings(
+                concurrency=8, claim_batch_hosts=4, claim_urls_per_host=25, lease_seconds=30.0,
+                poll_interval=0.05, politeness_delay=delay, total_timeout=5.0,
+                default_interval=3600.0,
+            ),
+            f"daemon-{n}",
         )
         workers.append(Worker(cfg, pool, session, NullEvents()))
     tasks = [asyncio.create_task(w.run()) for w in workers]
     try:
-        deadline = time.time() + 90
+        deadline = time.time() + 240  # generous: a loaded machine is slower, not wrong
         while server.pages_served() < len(urls) and time.time() < deadline:
             await asyncio.sleep(0.1)
     finally:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crawler.config import circuit_breaker, default_settings
 from crawler.core import model
 from crawler.core.backoff import (
     FAILURE,
     NEUTRAL,
     SUCCESS,
-    CircuitBreaker,
     HostHealth,
     host_backoff_until,
     host_verdict,
@@ -19,6 +21,23 @@ from crawler.core.backoff import (
 from crawler.core.model import FetchResult
 
 DAY = 86400.0
+BREAKER = circuit_breaker(default_settings())
+
+
+def backoff_until(
+    now: float,
+    failures: int,
+    retry_after_seconds: float | None,
+    *,
+    rng_value: float,
+    cap_seconds: float = BREAKER.cap_seconds,
+) -> float | None:
+    """``host_backoff_until`` with the default settings' breaker."""
+    return host_backoff_until(
+        now, failures, retry_after_seconds, rng_value=rng_value, cap_seconds=cap_seconds,
+        base_seconds=BREAKER.base_seconds, failure_threshold=BREAKER.failure_threshold,
+        open_seconds=BREAKER.open_seconds,
+    )
 
 
 def result(outcome: str, status: int | None = None) -> FetchResult:
@@ -46,22 +65,22 @@ def test_verdicts(fetch_result: FetchResult, verdict: str) -> None:
 
 
 def test_retry_after_is_honoured_and_capped() -> None:
-    assert host_backoff_until(100.0, 1, 120.0, rng_value=0.3) == 220.0
-    assert host_backoff_until(100.0, 1, 10 * DAY, rng_value=0.3) == 100.0 + DAY
-    assert host_backoff_until(100.0, 1, 10 * DAY, rng_value=0.3, cap_seconds=3600) == 3700.0
+    assert backoff_until(100.0, 1, 120.0, rng_value=0.3) == 220.0
+    assert backoff_until(100.0, 1, 10 * DAY, rng_value=0.3) == 100.0 + DAY
+    assert backoff_until(100.0, 1, 10 * DAY, rng_value=0.3, cap_seconds=3600) == 3700.0
 
 
 def test_no_failure_no_wait() -> None:
-    assert host_backoff_until(100.0, 0, None, rng_value=0.5) is None
+    assert backoff_until(100.0, 0, None, rng_value=0.5) is None
 
 
 @given(st.integers(1, 200), st.floats(0.0, 1.0, exclude_max=True), st.floats(0.0, 1e9))
 def test_backoff_is_bounded_and_jittered(failures: int, rng_value: float, now: float) -> None:
-    until = host_backoff_until(now, failures, None, rng_value=rng_value)
+    until = backoff_until(now, failures, None, rng_value=rng_value)
     assert until is not None
     delay = until - now
     assert 0 < delay <= DAY
-    low = host_backoff_until(now, failures, None, rng_value=0.0)
+    low = backoff_until(now, failures, None, rng_value=0.0)
     assert low is not None
     # Equal jitter: within [d/2, d), where d/2 is the delay at rng_value 0.
     assert low - now - 1e-6 <= delay <= 2 * (low - now) + 1e-6
@@ -70,13 +89,13 @@ def test_backoff_is_bounded_and_jittered(failures: int, rng_value: float, now: f
 @given(st.integers(1, 40), st.floats(0.0, 1.0, exclude_max=True))
 def test_backoff_never_decreases_with_failures(failures: int, rng_value: float) -> None:
     now = 0.0
-    before = host_backoff_until(now, failures, None, rng_value=rng_value)
-    after = host_backoff_until(now, failures + 1, None, rng_value=rng_value)
+    before = backoff_until(now, failures, None, rng_value=rng_value)
+    after = backoff_until(now, failures + 1, None, rng_value=rng_value)
     assert before is not None and after is not None and after >= before
 
 
 def test_circuit_breaker_opens_probes_and_closes() -> None:
-    breaker = CircuitBreaker(base_seconds=2.0, failure_threshold=3, open_seconds=300.0)
+    breaker = replace(BREAKER, base_seconds=2.0, failure_threshold=3, open_seconds=300.0)
     health = HostHealth()
     now = 0.0
     delays = []

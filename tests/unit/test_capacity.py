@@ -60,7 +60,7 @@ def test_alpha_matches_monte_carlo_over_the_weibull() -> None:
 
 
 def test_zero_grace_is_freshness_of_model_table() -> None:
-    # MODEL.md section 5 reference values (β = 0 makes β-currency plain freshness).
+    # docs/MODEL.md section 5 reference values (β = 0 makes β-currency plain freshness).
     assert capacity.alpha_for_period(30.0, 0.0, SHAPE, SCALE_DAYS) == pytest.approx(0.828, abs=2e-3)
     assert capacity.alpha_for_period(7.0, 0.0, SHAPE, SCALE_DAYS) == pytest.approx(0.947, abs=2e-3)
 
@@ -93,7 +93,7 @@ def test_required_period_inverts_alpha(
 
 
 def test_optimal_schedule_reproduces_model_table() -> None:
-    # MODEL.md section 5, Lagrange-optimal column (β = 0): 0.842 at 30 days, 0.957 at 7 days.
+    # docs/MODEL.md section 5, Lagrange-optimal column (β = 0): 0.842 at 30 days, 0.957 at 7 days.
     assert capacity.optimal_alpha(30.0, 0.0, SHAPE, SCALE_DAYS).alpha == pytest.approx(
         0.842, abs=2e-3
     )

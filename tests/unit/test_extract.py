@@ -120,7 +120,7 @@ def test_parse_page_parses_once_for_everything() -> None:
     assert parse_page(b"", None).features == {}
 
 
-# --- what counts as a change (MODEL.md section 1) ----------------------------------------------
+# --- what counts as a change (docs/MODEL.md section 1) -----------------------------------------
 
 _STOPWORD_TEXT = "the of and to a in is that it for on with as was by at be this are from or"
 STOPWORDS = _STOPWORD_TEXT.split()

@@ -12,13 +12,11 @@ from hypothesis import strategies as st
 from simhash import Simhash
 
 from crawler.core.fingerprint import (
-    CHANGE_THRESHOLD_BITS,
     DEFAULT_HASH,
     content_hash,
     crc32_fmix64,
     from_signed64,
     hamming_distance,
-    is_changed,
     md5_hash,
     simhash64,
     to_signed64,
@@ -134,17 +132,6 @@ def test_signed_round_trip(value: int) -> None:
     assert -(2**63) <= signed < 2**63
     assert from_signed64(signed) == value
     assert (signed < 0) == (value >= 2**63)
-
-
-def test_is_changed_threshold() -> None:
-    base = 0b1011
-    assert is_changed(None, base) == (False, None)
-    five_bits = base ^ 0b11111 << 20
-    six_bits = base ^ 0b111111 << 20
-    assert is_changed(base, five_bits) == (False, 5)
-    assert is_changed(base, six_bits) == (True, 6)
-    assert CHANGE_THRESHOLD_BITS == 6
-    assert is_changed(base, five_bits, threshold_bits=5) == (True, 5)
 
 
 def test_content_hash() -> None:

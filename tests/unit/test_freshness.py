@@ -1,4 +1,4 @@
-"""Freshness, age and β-currency formulas (MODEL.md section 4) and their derivatives."""
+"""Freshness, age and β-currency formulas (docs/MODEL.md section 4) and their derivatives."""
 
 from __future__ import annotations
 

@@ -167,3 +167,44 @@ def test_exported_names_match_the_exposition() -> None:
     assert exposed <= names
     assert "crawler_fetches_total" in names and "crawler_build_info" in names
     assert not any(name.endswith("_created") for name in exposed)
+
+
+def test_hot_path_stages_are_timed_per_page() -> None:
+    metrics = Metrics()
+    metrics.stage_completed("claim", 0.002)
+    metrics.stage_completed("parse", 0.004)
+    metrics.db_transaction(0.003)  # the page's record transaction
+    metrics.fetch_completed(observation(duration=0.05))
+    metrics.fetch_completed(observation(outcome="disallowed", status=None, duration=0.0))
+    counts = {stage: metrics.registry.get_sample_value(
+        f"{PREFIX}_page_stage_seconds_count", {"stage": stage}
+    ) for stage in ("claim", "fetch", "parse", "record")}
+    assert counts == {"claim": 1, "fetch": 1, "parse": 1, "record": 1}  # no fetch, no fetch time
+    assert metrics.registry.get_sample_value(
+        f"{PREFIX}_page_stage_seconds_sum", {"stage": "fetch"}) == pytest.approx(0.05)
+
+
+async def test_event_loop_lag_shows_a_blocked_loop() -> None:
+    import asyncio
+    import time
+
+    from crawler.daemon.looplag import watch_loop_lag
+
+    lags: list[float] = []
+
+    class Lags:
+        def loop_lag(self, seconds: float) -> None:
+            lags.append(seconds)
+
+    watcher = asyncio.create_task(watch_loop_lag(Lags(), interval=0.01))
+    try:
+        deadline = time.monotonic() + 30
+        while not lags:  # the watcher is running
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        time.sleep(0.3)  # CPU-bound work holding the loop
+        while not any(lag >= 0.25 for lag in lags):
+            assert time.monotonic() < deadline, lags
+            await asyncio.sleep(0.01)
+    finally:
+        watcher.cancel()

@@ -1,4 +1,4 @@
-"""The Lagrange planner (MODEL.md section 5)."""
+"""The Lagrange planner (docs/MODEL.md section 5)."""
 
 from __future__ import annotations
 

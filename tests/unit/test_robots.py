@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawler.core import model
-from crawler.robots import (
+from crawler.core.robots import (
     ALLOW_ALL,
     DISALLOW_ALL,
     OK,

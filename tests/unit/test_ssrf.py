@@ -10,7 +10,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.fetch import _Refused, canonical_url
+from crawler.net.fetch import _Refused, canonical_url
 from crawler.net.ssrf import (
     AddressBlocked,
     AddressPolicy,

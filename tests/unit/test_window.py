@@ -1,4 +1,4 @@
-"""The BFS page window (MODEL.md section 7) against the demo's ground-truth implementation."""
+"""The BFS page window (docs/MODEL.md section 7) against the demo's ground-truth implementation."""
 
 from __future__ import annotations
 

@@ -16,35 +16,41 @@ against is enforced here and reported as a labelled ``error_kind``:
 - redirects: ``too_many_redirects``, ``redirect_loop``, ``bad_redirect_scheme`` (file:, data:,
   javascript: ...);
 - addresses: ``ssrf`` (outcome ``blocked``: refused before connecting, see
-  ``crawler.net.ssrf``), ``url_too_long``, ``bad_url``.
+  ``crawler.net.ssrf``), ``url_too_long``, ``bad_url``;
+- TLS (outcome ``network_error``, no body): ``tls_expired``, ``tls_hostname_mismatch``,
+  ``tls_self_signed``, ``tls_untrusted``, ``tls_cert_invalid`` (certificate verification,
+  see ``tls_error_kind``) and ``tls_handshake`` (any other handshake failure). A server that
+  accepts TCP and never finishes the handshake is cut by the connect timeout.
+
+On a host lease's kept-alive session (``crawler.net.session``) any of these closes the
+connection, so that it never serves another request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import aiohttp
-from aiohttp.abc import AbstractResolver
 
 from crawler.core import model
+from crawler.core.links import MAX_URL_LENGTH
 from crawler.core.model import FetchResult, UrlRecord
+from crawler.core.robots import ROBOTS_MAX_BYTES, RobotsFetch, robots_outcome
 from crawler.net.decompress import CappedDecoder, DecodeError, UnsupportedEncoding
-from crawler.net.ssrf import (
-    AddressPolicy,
-    PolicyResolver,
-    canonical_ipv4,
-    guarded_socket_factory,
-    is_address_blocked,
-)
-from crawler.robots import ROBOTS_MAX_BYTES, RobotsFetch, robots_outcome
+from crawler.net.session import drop_idle, new_session, reused_connection
+from crawler.net.ssrf import canonical_ipv4, is_address_blocked
+from crawler.net.tls import tls_context, tls_error_kind
 
-MAX_REDIRECTS = 5
-MAX_URL_LENGTH = 2083
+__all__ = ["FetchLimits", "fetch", "fetch_robots", "new_session", "tls_context"]
+
+ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 section 2.3.1.2: follow at least five
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 PERMANENT_REDIRECTS = frozenset({301, 308})
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -66,14 +72,15 @@ _MAGIC_TYPES = (
 
 @dataclass(frozen=True, slots=True)
 class FetchLimits:
-    """Per-request limits. ``first_byte_timeout`` also bounds every silence within the body."""
+    """Per-request limits. ``first_byte_timeout`` also bounds every silence within the body.
+    No defaults: built from the settings by ``crawler.daemon.config.fetch_limits``."""
 
-    connect_timeout: float = 10.0
-    total_timeout: float = 30.0
-    first_byte_timeout: float = 15.0
-    max_body_bytes: int = 10 * 1024 * 1024
-    max_redirects: int = MAX_REDIRECTS
-    max_url_length: int = MAX_URL_LENGTH
+    connect_timeout: float
+    total_timeout: float
+    first_byte_timeout: float
+    max_body_bytes: int
+    max_redirects: int
+    max_url_length: int
 
 
 class _Refused(Exception):
@@ -112,6 +119,8 @@ def conditional_headers(record: UrlRecord) -> dict[str, str]:
     headers: dict[str, str] = {}
     if record.last_content_hash is None:
         return headers  # nothing stored to compare a 304 against
+    if record.fingerprint_region != record.region.key:
+        return headers  # the region changed: a 304 would leave its fingerprint unrecomputed
     if record.etag:
         headers["If-None-Match"] = record.etag
     if record.last_modified is not None:
@@ -147,40 +156,6 @@ def canonical_url(url: str, max_length: int = MAX_URL_LENGTH) -> str:
         return url
     netloc = str(ipv4) if port is None else f"{ipv4}:{port}"
     return urlunsplit(parts._replace(netloc=netloc))
-
-
-def new_session(
-    user_agent: str,
-    limits: FetchLimits,
-    *,
-    address_policy: AddressPolicy,
-    resolver: AbstractResolver | None = None,
-    keep_alive: bool = False,
-) -> aiohttp.ClientSession:
-    """A session whose every connection passes ``address_policy`` (DNS answers and sockets).
-
-    Bodies are read raw (``auto_decompress=False``) and decoded by ``fetch`` under a cap.
-    ``resolver`` replaces the system resolver underneath the policy (tests). Keep-alive is
-    off by default: a server that sends more than its Content-Length poisons a kept-alive
-    connection, and the host's next page would be recorded with an error it did not commit;
-    at one request per second per host a saved handshake is worth less than that.
-    """
-    del limits  # timeouts are set per request, from the limits passed to fetch()
-    connector = aiohttp.TCPConnector(
-        limit=0,
-        force_close=not keep_alive,
-        ttl_dns_cache=300,
-        enable_cleanup_closed=True,
-        resolver=PolicyResolver(address_policy, resolver),
-        socket_factory=guarded_socket_factory(address_policy),
-    )
-    return aiohttp.ClientSession(
-        connector=connector,
-        headers={"User-Agent": user_agent, "Accept-Encoding": "gzip, deflate, br, zstd"},
-        auto_decompress=False,
-        cookie_jar=aiohttp.DummyCookieJar(),
-        trust_env=False,  # no proxy from the environment: it would bypass the address check
-    )
 
 
 def _client_timeout(limits: FetchLimits) -> aiohttp.ClientTimeout:
@@ -256,6 +231,20 @@ def sniff_content_type(declared: str | None, body: bytes) -> str | None:
     return declared
 
 
+# Failures before any response that mean "this kept-alive connection was already dead".
+STALE_CONNECTION_KINDS = frozenset({"server_disconnected", "bad_status_line", "ClientOSError"})
+# Error kinds that say nothing about the connection (the response was read to its end).
+_CLEAN_KINDS = ("http_",)
+
+
+def connection_anomaly(result: FetchResult) -> bool:
+    """Whether the connection that served ``result`` must not serve another request."""
+    if result.truncated or result.outcome in (model.NETWORK_ERROR, model.TIMEOUT):
+        return True
+    kind = result.error_kind
+    return kind is not None and not kind.startswith(_CLEAN_KINDS)
+
+
 async def fetch(
     session: aiohttp.ClientSession,
     record: UrlRecord,
@@ -264,12 +253,42 @@ async def fetch(
     send_validators: bool = True,
 ) -> FetchResult:
     """GET ``record.url`` once (following redirects) and report what happened. Never raises
-    for anything the network or the server does."""
+    for anything the network or the server does.
+
+    On a kept-alive session (``crawler.net.session.host_session``) a connection that showed
+    any anomaly is closed, and a request that found its reused connection dead before any
+    response is sent once more on a fresh one, within the same total timeout.
+    """
     started = time.monotonic()
     fetched_at = time.time()
+    deadline = asyncio.get_running_loop().time() + limits.total_timeout
+    result = await _attempt(session, record, limits, send_validators, deadline, started, fetched_at)
+    if (
+        result.status is None
+        and result.error_kind in STALE_CONNECTION_KINDS
+        and reused_connection(session)
+    ):
+        drop_idle(session)
+        result = await _attempt(
+            session, record, limits, send_validators, deadline, started, fetched_at
+        )
+    if connection_anomaly(result):
+        drop_idle(session)
+    return result
+
+
+async def _attempt(
+    session: aiohttp.ClientSession,
+    record: UrlRecord,
+    limits: FetchLimits,
+    send_validators: bool,
+    deadline: float,
+    started: float,
+    fetched_at: float,
+) -> FetchResult:
     state: dict[str, Any] = {"phase": "connect", "permanent_target": None}
 
-    def result(outcome: str, **fields: Any) -> FetchResult:
+    def result(outcome: model.Outcome, **fields: Any) -> FetchResult:
         fields.setdefault("redirect_to", state["permanent_target"])
         return FetchResult(
             fetched_at=fetched_at,
@@ -279,7 +298,7 @@ async def fetch(
         )
 
     try:
-        async with asyncio.timeout(limits.total_timeout):
+        async with asyncio.timeout_at(deadline):
             return await _follow(session, record, limits, send_validators, state, result)
     except aiohttp.ConnectionTimeoutError:
         return result(model.TIMEOUT, error_kind="timeout_connect")
@@ -302,6 +321,9 @@ async def fetch(
         return result(model.NETWORK_ERROR, error_kind="bad_response")
     except aiohttp.ServerDisconnectedError:
         return result(model.NETWORK_ERROR, error_kind="server_disconnected")
+    except (aiohttp.ClientSSLError, ssl.SSLError) as exc:
+        # Before ValueError: a certificate verification error is one (ssl.CertificateError).
+        return result(model.NETWORK_ERROR, error_kind=tls_error_kind(exc))
     except (aiohttp.InvalidURL, ValueError):
         # yarl/aiohttp refused the URL or a header built from it (IDNA, control characters).
         return result(model.BLOCKED, error_kind="bad_url")
@@ -321,7 +343,7 @@ async def _follow(
     limits: FetchLimits,
     send_validators: bool,
     state: dict[str, Any],
-    result: Any,
+    result: Callable[..., FetchResult],
 ) -> FetchResult:
     """The redirect chain of one fetch; every hop goes through the same checks."""
     url = record.url
@@ -332,7 +354,7 @@ async def _follow(
         try:
             url = canonical_url(url, limits.max_url_length)
         except _Refused as refused:
-            return result(model.BLOCKED, error_kind=refused.kind)  # type: ignore[no-any-return]
+            return result(model.BLOCKED, error_kind=refused.kind)
         visited.add(url)
         state["phase"] = "connect"
         async with session.get(
@@ -346,32 +368,36 @@ async def _follow(
                     target = urljoin(url, location.strip())
                     scheme = urlsplit(target).scheme
                 except ValueError:
-                    return result(  # type: ignore[no-any-return]
+                    return result(
                         model.BLOCKED, status=status, error_kind="bad_url"
                     )
                 if scheme not in ("http", "https"):
-                    return result(  # type: ignore[no-any-return]
+                    return result(
                         model.BLOCKED, status=status, error_kind="bad_redirect_scheme"
                     )
                 if status in PERMANENT_REDIRECTS and url == record.url:
                     state["permanent_target"] = target
                 if target in visited:
-                    return result(  # type: ignore[no-any-return]
+                    return result(
                         model.HTTP_ERROR, status=status, error_kind="redirect_loop"
                     )
                 url, headers = target, {}
                 continue
             outcome, fields = await _interpret(response, limits, decode=not session.auto_decompress)
-            return result(outcome, **fields)  # type: ignore[no-any-return]
-    return result(model.HTTP_ERROR, error_kind="too_many_redirects")  # type: ignore[no-any-return]
+            return result(outcome, **fields)
+    return result(model.HTTP_ERROR, error_kind="too_many_redirects")
 
 
 async def _interpret(
     response: aiohttp.ClientResponse, limits: FetchLimits, *, decode: bool
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[model.Outcome, dict[str, Any]]:
     """The outcome of a final (non-redirect) response and the fields to record with it."""
     status = response.status
-    fields: dict[str, Any] = {"status": status}
+    fields: dict[str, Any] = {
+        "status": status,
+        "reason": response.reason or "",
+        "headers": tuple(response.headers.items()),
+    }
     if status == 304:
         fields["etag"] = response.headers.get("ETag")
         fields["last_modified"] = parse_http_date(response.headers.get("Last-Modified"))
@@ -408,12 +434,12 @@ async def fetch_robots(
 ) -> RobotsFetch:
     """GET ``origin``/robots.txt (RFC 9309): at most 5 redirects, 500 KiB parsed.
 
-    The classification (ok / unavailable / unreachable) is ``crawler.robots.robots_outcome``.
+    The classification (ok / unavailable / unreachable) is ``crawler.core.robots.robots_outcome``.
     """
     url = origin.rstrip("/") + "/robots.txt"
     robots_limits = replace(
         limits,
-        max_redirects=min(limits.max_redirects, MAX_REDIRECTS),
+        max_redirects=min(limits.max_redirects, ROBOTS_MAX_REDIRECTS),
         max_body_bytes=min(limits.max_body_bytes, ROBOTS_MAX_BYTES),
     )
     fetched = await fetch(

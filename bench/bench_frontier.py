@@ -1,0 +1,175 @@
+"""The frontier at size: seeding, claim + record without HTTP, claim and idle-wake latency,
+a planner round, and the database's size per URL and per observation.
+
+Run: .venv/bin/python bench/bench_frontier.py [--urls 100000] [--hosts 10000]
+         [--database-url postgresql://...]
+
+A scratch database is created on the server and dropped afterwards. 10% of hosts are leased
+by another daemon and 10% backed off, as in a busy fleet. Latencies are measured at the
+requested size; run it at 10^5 and at the large size to compare them (issue 13 asks 10^7
+within 1.5x of 10^5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import statistics
+import time
+import uuid
+
+import asyncpg
+import numpy as np
+
+from crawler.config import default_settings, schedule_policy, transition_config
+from crawler.core.backoff import HostHealth
+from crawler.core.model import FetchResult, Outcome
+from crawler.core.transition import HostContext, transition
+from crawler.daemon.config import planner_inputs
+from crawler.daemon.planner import solve_once
+from crawler.db import frontier, migrate
+
+CONFIG = transition_config(
+    default_settings(),
+    schedule_policy(default_settings(), mode="uniform", default_interval_seconds=86400.0),
+    simhash_threshold=6, max_outlinks=100, max_depth=3,
+)
+BODY = ("<html><body><p>" + "words of a page " * 30 + "</p></body></html>").encode()
+
+
+def percentiles(samples: list[float]) -> str:
+    ms = sorted(s * 1000 for s in samples)
+    return (f"p50 {statistics.median(ms):.2f} ms, "
+            f"p99 {ms[min(len(ms) - 1, int(0.99 * len(ms)))]:.2f} ms")
+
+
+async def record_claim(pool: asyncpg.Pool, claim: frontier.HostClaim) -> int:
+    """One fetch of each URL of a claimed host, as the worker records it, then release."""
+    for record in claim.urls:
+        now = time.time()
+        result = FetchResult(now, 0.01, Outcome.OK, status=200, body=BODY,
+                             content_type="text/html")
+        t = transition(record, result, HostContext(HostHealth(), 0.0, now), CONFIG,
+                       now=now, rng_value=0.5)
+        await frontier.record_fetch(pool, t, claim.lease)
+    await frontier.release_host(pool, claim.lease)
+    return len(claim.urls)
+
+
+async def claim_and_record(pool: asyncpg.Pool, seconds: float) -> tuple[int, float]:
+    """Claim due hosts and record one fetch of each claimed URL (hosts concurrently, as the
+    daemon does), for ``seconds``."""
+    recorded = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        claims = await frontier.claim(pool, "bench", max_hosts=64, urls_per_host=8,
+                                      lease_seconds=600)
+        if not claims:
+            break
+        counts = await asyncio.gather(*(record_claim(pool, c) for c in claims))
+        recorded += sum(counts)
+    return recorded, time.perf_counter() - started
+
+
+async def main(url: str, n_urls: int, n_hosts: int) -> None:
+    admin = await asyncpg.connect(url)
+    name = f"crawler_bench_frontier_{uuid.uuid4().hex[:8]}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    db_url = url.rsplit("/", 1)[0] + "/" + name
+    try:
+        await migrate.upgrade(db_url)
+        pool = await asyncpg.create_pool(db_url, min_size=1, max_size=8)
+        per_host = max(1, n_urls // n_hosts)
+        urls = [(f"http://h{h}.bench.example/p{i}", 1.0)
+                for h in range(n_hosts) for i in range(per_host)]
+        started = time.perf_counter()
+        await frontier.seed(pool, urls, time.time() - 1)
+        seed_seconds = time.perf_counter() - started
+        del urls
+        print(f"seed: {n_urls:,} URLs on {n_hosts:,} hosts in {seed_seconds:.1f} s "
+              f"({n_urls / seed_seconds:,.0f} URLs/s)")
+        # Most URLs were fetched and are not due; 10% of hosts leased elsewhere, 10% backed off.
+        await pool.execute(
+            "UPDATE urls SET state = 'active', last_fetched_at = now() - interval '1 hour', "
+            "next_fetch_at = now() + random() * interval '1 day', fetch_rate_per_day = 1, "
+            "change_rate_per_day = 0.5, intervals_observed = 3, unchanged_days = 1, "
+            "changed_intervals_days = '{0.5}' WHERE id % 10 <> 0"
+        )
+        await pool.execute(
+            "UPDATE hosts SET next_due_at = (SELECT min(next_fetch_at) FROM urls "
+            "WHERE host_id = hosts.id)"
+        )
+        await pool.execute(
+            "UPDATE hosts SET lease_owner = 'other', lease_expires_at = now() + interval "
+            "'1 hour' WHERE id % 10 = 1"
+        )
+        await pool.execute(
+            "UPDATE hosts SET backoff_until = now() + interval '1 hour', "
+            "consecutive_failures = 3 WHERE id % 10 = 2"
+        )
+        await pool.execute("VACUUM ANALYZE")
+
+        claim_latency: list[float] = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            claims = await frontier.claim(pool, "probe", max_hosts=16, urls_per_host=16,
+                                          lease_seconds=600)
+            claim_latency.append(time.perf_counter() - t0)
+            for c in claims:
+                await frontier.release_host(pool, c.lease)
+        wake_latency: list[float] = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            await frontier.earliest_due(pool)
+            wake_latency.append(time.perf_counter() - t0)
+        print(f"claim (16 hosts x 16 URLs): {percentiles(claim_latency)}")
+        print(f"idle wake (earliest_due): {percentiles(wake_latency)}")
+
+        recorded, seconds = await claim_and_record(pool, 20.0)
+        print(f"claim + record without HTTP: {recorded:,} URLs in {seconds:.1f} s "
+              f"({recorded / seconds:,.0f} URLs/s, 8 connections)")
+
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.perf_counter()
+        _, outcome = await solve_once(
+            pool, schedule_policy(default_settings()),
+            planner_inputs(default_settings(), budget_per_day=n_urls / 2.0, concurrency=32,
+                           politeness_delay=1.0),
+            window_seconds=60.0, round_seconds=0.0, rng=np.random.default_rng(1),
+        )
+        round_seconds = time.perf_counter() - t0
+        rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        assert outcome is not None
+        print(f"planner round: solve {outcome.solve_seconds:.1f} s on a sample of "
+              f"{outcome.sampled:,} (population ~{outcome.population:,.0f}); with the "
+              f"re-plan walk ({outcome.rescheduled:,} rescheduled) {round_seconds:.1f} s; "
+              f"peak RSS {max(rss_before, rss_after) / 1024:.0f} MB")
+
+        sizes = await pool.fetchrow(
+            "SELECT pg_total_relation_size('urls') + pg_total_relation_size('hosts') AS urls, "
+            "(SELECT count(*) FROM urls) AS n_urls, "
+            "pg_total_relation_size('observations') AS obs, "
+            "(SELECT count(*) FROM observations) AS n_obs"
+        )
+        print(f"database: {sizes['urls'] / max(sizes['n_urls'], 1):.0f} B per URL (urls + hosts "
+              f"with indexes), {sizes['obs'] / max(sizes['n_obs'], 1):.0f} B per observation")
+        await pool.close()
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--urls", type=int, default=100_000)
+    parser.add_argument("--hosts", type=int, default=10_000)
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("CRAWLER_TEST_DATABASE_URL",
+                               "postgresql://postgres@127.0.0.1:5432/postgres"),
+        help="A server where the bench may create and drop a scratch database.",
+    )
+    args = parser.parse_args()
+    asyncio.run(main(args.database_url, args.urls, args.hosts))

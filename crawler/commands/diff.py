@@ -1,0 +1,70 @@
+"""``crawler diff URL [--from TIME] [--to TIME]``: unified diff of two versions' visible text.
+
+The default compares the last two versions that differed: the newest version detected as a
+change (simhash distance at or above the threshold) and the version stored before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from crawler.commands.collection_args import (
+    add_url_command,
+    parse_time,
+    store_root,
+    stored_versions,
+)
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    add_url_command(subparsers, "diff", help="Diff the visible text of two versions.",
+                    description=__doc__, run=run, arguments=_arguments)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="from_time", type=parse_time, default=None,
+                        metavar="TIME", help="The older version: current at TIME.")
+    parser.add_argument("--to", dest="to_time", type=parse_time, default=None, metavar="TIME",
+                        help="The newer version: current at TIME (default: the latest).")
+
+
+def run(args: argparse.Namespace) -> int:
+    from crawler.core.textdiff import unified_diff
+    from crawler.store.base import RESPONSE
+    from crawler.store.index import load_body, payload_version, version_at
+
+    url, stored, region = stored_versions(args)
+    pages = [v for v in stored if v.status is not None and v.status < 400]
+    if args.from_time is None and args.to_time is None:
+        responses = [v for v in pages if v.record_type == RESPONSE]
+        changed = [i for i, v in enumerate(responses) if v.changed and i > 0]
+        if changed:
+            old, new = responses[changed[-1] - 1], responses[changed[-1]]
+        elif len(responses) >= 2:
+            old, new = responses[-2], responses[-1]
+        else:
+            print(f"{url}: fewer than two stored versions to compare", file=sys.stderr)
+            return 1
+    else:
+        new_at = version_at(pages, args.to_time)
+        old_at = version_at(pages, args.from_time) if args.from_time else None
+        if old_at is None and new_at is not None:
+            earlier = [v for v in pages if v.fetched_at < new_at.fetched_at]
+            old_at = earlier[-1] if earlier else None
+        if old_at is None or new_at is None:
+            print(f"{url}: no stored version at one of the times", file=sys.stderr)
+            return 1
+        old, new = payload_version(stored, old_at), payload_version(stored, new_at)
+    root = store_root(args)
+    try:
+        old_body, new_body = load_body(root, stored, old), load_body(root, stored, new)
+    except (OSError, LookupError, ValueError) as exc:
+        print(f"crawler diff: {exc}", file=sys.stderr)
+        return 1
+    lines = unified_diff(old_body.text_lines(region), new_body.text_lines(region),
+                         f"{url} @ {old.fetched_at.isoformat()}",
+                         f"{url} @ {new.fetched_at.isoformat()}")
+    print("\n".join(lines))
+    return 0

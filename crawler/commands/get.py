@@ -1,0 +1,64 @@
+"""``crawler get URL [--at TIME] [--text | --headers]``: the version current at TIME.
+
+Prints the stored body exactly as fetched (default: the newest version); ``--text`` the
+visible text the fingerprint was computed from (the
+URL's watched region only, when it has one), ``--headers`` the HTTP status and headers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from crawler.commands.collection_args import (
+    add_url_command,
+    parse_time,
+    store_root,
+    stored_versions,
+)
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    add_url_command(subparsers, "get", help="Print a URL's version current at a time.",
+                    description=__doc__, run=run, arguments=_arguments)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--at", type=parse_time, default=None, metavar="TIME",
+                        help="ISO 8601 time or POSIX seconds (default: the latest version).")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--text", action="store_true", help="The visible text.")
+    shown.add_argument("--headers", action="store_true", help="The HTTP status and headers.")
+
+
+def run(args: argparse.Namespace) -> int:
+    from crawler.store.index import load_body, version_at
+
+    url, stored, region = stored_versions(args)
+    version = version_at(stored, args.at)
+    if version is None:
+        when = f" at {args.at.isoformat()}" if args.at else ""
+        print(f"no stored version of {url}{when}", file=sys.stderr)
+        return 1
+    try:
+        body = load_body(store_root(args), stored, version)
+    except (OSError, LookupError, ValueError) as exc:
+        print(f"crawler get: {exc}", file=sys.stderr)
+        return 1
+    if args.headers:
+        record = body.record
+        print(f"HTTP/1.1 {record.status}  ({record.record_type}, {version.fetched_at})")
+        for name, value in record.http_headers:
+            print(f"{name}: {value}")
+        return 0
+    if version.status is not None and version.status >= 400:
+        print(f"{url} answered {version.status} (gone) at {version.fetched_at.isoformat()}",
+              file=sys.stderr)
+        return 3
+    if args.text:
+        print("\n".join(body.text_lines(region)))
+        return 0
+    sys.stdout.buffer.write(body.payload)
+    sys.stdout.buffer.flush()
+    return 0

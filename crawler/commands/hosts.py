@@ -1,0 +1,71 @@
+"""`crawler pause --host ORIGIN` and `crawler resume --host ORIGIN`.
+
+A paused host is never claimed (one condition in the claim statement); its URLs stay in the
+frontier, due as before, and `crawler status` lists it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from crawler.commands.errors import UserError
+from crawler.commands.options import add_common_options
+
+
+def host_origin(text: str) -> str:
+    """The origin (scheme://host[:port]) a user's spelling of a host names."""
+    from crawler.core.links import normalize_url
+    from crawler.db.frontier import origin_of
+
+    normalized = normalize_url(text.strip() if "://" in text else f"http://{text.strip()}/")
+    if normalized is None:
+        raise UserError(f"--host {text!r} is not an origin such as https://example.org")
+    return origin_of(normalized)
+
+
+async def set_paused(url: str, origin: str, paused: bool) -> bool:
+    import asyncpg
+
+    from crawler.db.queries import QUERIES
+
+    conn = await asyncpg.connect(url)
+    try:
+        return await conn.fetchval(QUERIES["set_host_paused"], origin, paused) is not None
+    finally:
+        await conn.close()
+
+
+def _run(args: argparse.Namespace, paused: bool) -> int:
+    from crawler.cli import load_settings, resolve_url
+
+    origin = host_origin(args.host)
+    if not asyncio.run(set_paused(resolve_url(load_settings(args)), origin, paused)):
+        raise UserError(f"unknown host {origin}: seed one of its URLs first "
+                        "(crawler status lists hosts)")
+    said = "paused: none of its URLs is fetched until crawler resume --host" if paused \
+        else "resumed"
+    print(f"host {origin} {said}")
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    return _run(args, True)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return _run(args, False)
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add `pause` and `resume`."""
+    for name, func, text in (
+        ("pause", cmd_pause, "Stop fetching a host's URLs until it is resumed (they are kept)."),
+        ("resume", cmd_resume, "Fetch a paused host's URLs again."),
+    ):
+        parser = subparsers.add_parser(name, help=text, description=text)
+        parser.add_argument("--host", required=True, metavar="ORIGIN",
+                            help="The host, as scheme://host[:port] (e.g. https://example.org).")
+        add_common_options(parser)
+        parser.set_defaults(func=func, needs_db="schema")

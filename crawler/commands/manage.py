@@ -1,0 +1,165 @@
+"""Managing what was seeded (issue 15): `crawler importance` and `crawler remove`.
+
+Users coming from Heritrix and StormCrawler expect to inspect, change and remove what they
+put in; a search engine can feed click-through weights with `importance --file` without
+re-seeding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from crawler.commands.errors import PARTIAL, UserError
+from crawler.commands.options import add_common_options
+
+
+def _normalized(text: str, where: str) -> str:
+    from crawler.core.links import normalize_url
+
+    url = normalize_url(text.strip())
+    if url is None:
+        raise UserError(f"{where}: malformed URL {text.strip()!r}")
+    return url
+
+
+def _weight(text: str, where: str) -> float:
+    try:
+        weight = float(text)
+    except ValueError:
+        weight = math.nan
+    if not math.isfinite(weight) or weight <= 0:
+        raise UserError(f"{where}: importance {text.strip()!r} must be a positive number")
+    return weight
+
+
+def _lines(path: str) -> list[tuple[int, str]]:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror}; check --file") from None
+    return [(n, line.strip()) for n, line in enumerate(text.splitlines(), start=1)
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def read_weights(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """(URL, weight) pairs from `URL W` or a file of `url,weight` lines."""
+    pairs: list[tuple[str, float]] = []
+    if args.url is not None:
+        if args.weight is None:
+            raise UserError("importance needs a weight: crawler importance URL W")
+        pairs.append((_normalized(args.url, "argument"), _weight(args.weight, "argument")))
+    if args.file:
+        for number, line in _lines(args.file):
+            parts = re.split(r"\s*,\s*|\s+", line)
+            where = f"{args.file}:{number}"
+            if len(parts) != 2:
+                raise UserError(f"{where}: expected 'url,weight', got {line!r}")
+            pairs.append((_normalized(parts[0], where), _weight(parts[1], where)))
+    if not pairs:
+        raise UserError("importance needs URL W or --file PATH (see crawler importance --help)")
+    return pairs
+
+
+async def _set_importance(url: str, pairs: Sequence[tuple[str, float]]) -> set[str]:
+    import asyncpg
+
+    from crawler.db.queries import QUERIES
+
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(QUERIES["set_importance"], [u for u, _ in pairs],
+                                [w for _, w in pairs])
+    finally:
+        await conn.close()
+    return {r["url"] for r in rows}
+
+
+def cmd_importance(args: argparse.Namespace) -> int:
+    from crawler.cli import load_settings, plural, resolve_url
+
+    pairs = read_weights(args)
+    found = asyncio.run(_set_importance(resolve_url(load_settings(args)), pairs))
+    unknown = sorted({u for u, _ in pairs} - found)
+    for url in unknown[:10]:
+        print(f"unknown URL (not seeded): {url}", file=sys.stderr)
+    print(f"set the importance of {plural(len(found), 'URL')} ({len(unknown)} unknown); the "
+          "planner uses it at its next solve")
+    return PARTIAL if unknown else 0
+
+
+async def _remove(url: str, urls: list[str], host: str | None, confirm: Any) -> int:
+    import asyncpg
+
+    from crawler.db.queries import QUERIES
+
+    conn = await asyncpg.connect(url)
+    try:
+        removed = 0
+        async with conn.transaction():
+            if urls:
+                removed += len(await conn.fetch(QUERIES["remove_urls"], urls))
+            if host is not None:
+                count = int(await conn.fetchval(QUERIES["host_url_count"], host))
+                if await conn.fetchval(QUERIES["remove_host"], host) is None:
+                    raise UserError(f"unknown host {host} (crawler status lists hosts)")
+                if not confirm(host, count):
+                    raise UserError(f"nothing removed: host {host} kept", PARTIAL)
+                removed += count
+        return removed
+    finally:
+        await conn.close()
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    from crawler.cli import load_settings, plural, resolve_url
+    from crawler.commands.hosts import host_origin
+
+    urls = [_normalized(u, "argument") for u in args.urls]
+    if args.file:
+        urls += [_normalized(line, f"{args.file}:{n}") for n, line in _lines(args.file)]
+    host = host_origin(args.host) if args.host else None
+    if not urls and host is None:
+        raise UserError("remove needs URLs, --host ORIGIN or --file PATH "
+                        "(see crawler remove --help)")
+
+    def confirm(origin: str, count: int) -> bool:
+        if args.yes:
+            return True
+        if not sys.stdin.isatty():
+            raise UserError(f"removing host {origin} ({plural(count, 'URL')} and their "
+                            "history) needs confirmation: add --yes")
+        answer = input(f"remove host {origin}: {plural(count, 'URL')} and their history? "
+                       "[y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    removed = asyncio.run(_remove(resolve_url(load_settings(args)), urls, host, confirm))
+    print(f"removed {plural(removed, 'URL')} and their history")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add `importance` and `remove`."""
+    text = "Change the importance weight of known URLs (one URL, or url,weight lines)."
+    p = subparsers.add_parser("importance", help=text, description=text)
+    p.add_argument("url", nargs="?", metavar="URL")
+    p.add_argument("weight", nargs="?", metavar="W", help="A positive weight (default 1 at seed).")
+    p.add_argument("--file", metavar="PATH",
+                   help="Lines of 'url,weight' (e.g. click-through weights); '#' comments.")
+    add_common_options(p)
+    p.set_defaults(func=cmd_importance, needs_db="schema")
+
+    text = "Remove URLs and their history, or a whole host (asks first; --yes skips)."
+    p = subparsers.add_parser("remove", help=text, description=text)
+    p.add_argument("urls", nargs="*", metavar="URL")
+    p.add_argument("--host", metavar="ORIGIN", help="Every URL of this host, and the host.")
+    p.add_argument("--file", metavar="PATH", help="One URL per line; '#' comments.")
+    p.add_argument("--yes", action="store_true", help="Remove a host without asking.")
+    add_common_options(p)
+    p.set_defaults(func=cmd_remove, needs_db="schema")

@@ -1,0 +1,67 @@
+"""Naming a windowed site from the command line, and (re)registering its window.
+
+A site is its scheme and host (issue 15): ``http://h:8765/``, ``http://h:8765`` and the seeded
+root URL all name the same one, and an origin has one window at most.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from crawler.commands.errors import UserError
+from crawler.core.links import normalize_url
+from crawler.db.frontier import origin_of
+from crawler.db.queries import QUERIES
+
+
+def site_origin(text: str) -> str | None:
+    """The origin a user's spelling of a site names, or None when it is not a URL."""
+    normalized = normalize_url(text.strip())
+    return None if normalized is None else origin_of(normalized)
+
+
+async def resolve_site(conn: asyncpg.Connection, text: str) -> str:
+    """The root URL of the windowed site ``text`` names; an error listing the known ones."""
+    sites = await conn.fetch(QUERIES["list_sites"])
+    origin = site_origin(text)
+    for site in sites:
+        if origin is not None and origin_of(site["root_url"]) == origin:
+            return str(site["root_url"])
+    known = ", ".join(origin_of(s["root_url"]) for s in sites) or "none (seed one with --window)"
+    what = "not a site URL" if origin is None else "not a windowed site"
+    raise UserError(f"--site {text!r} is {what}; known sites: {known}")
+
+
+async def window_of_origin(conn: asyncpg.Connection, root_url: str) -> asyncpg.Record | None:
+    """The existing window of ``root_url``'s site; refuses a second root on one origin."""
+    origin = origin_of(root_url)
+    existing = [s for s in await conn.fetch(QUERIES["list_sites"])
+                if origin_of(s["root_url"]) == origin]
+    if existing and existing[0]["root_url"] != root_url:
+        raise UserError(f"site {origin} already has a window rooted at "
+                        f"{existing[0]['root_url']}; a site has one window: seed that root "
+                        "with --window N to resize it")
+    return existing[0] if existing else None
+
+
+async def register_window(conn: asyncpg.Connection, root_url: str, size: int,
+                          now: float) -> str:
+    """Register (or resize) the window of ``root_url``'s site; what happened, in one line.
+
+    A second root on an origin that has a window is refused: one window per site. A new size
+    takes effect at once (the window is recomputed in the same transaction).
+    """
+    from crawler.db.windows import recompute_window, register_site
+
+    origin = origin_of(root_url)
+    existing = await window_of_origin(conn, root_url)
+    async with conn.transaction():
+        site_id = await register_site(conn, root_url, size)
+        if existing is None:
+            return f"site {origin}: window of {size} pages rooted at {root_url}"
+        old = int(existing["window_size"])
+        if old == size:
+            return f"site {origin}: window of {size} pages rooted at {root_url} (unchanged)"
+        changed = await recompute_window(conn, site_id, now)
+        return (f"site {origin}: window resized from {old} to {size} pages, in effect now "
+                f"({changed} pages changed membership)")

@@ -1,0 +1,236 @@
+"""One fetch's whole effect, as one frozen value: the pure transition the worker records.
+
+The daemon's worker calls ``transition`` on every path (a fetched page, a URL robots.txt
+forbids, a permanent redirect) and hands the value to ``crawler.db.record.write_transition``,
+which commits all of it in one transaction. The simulator calls the same function for each
+simulated fetch, so both decide the same way from the same record, result and time.
+
+Pure: no clock, no randomness, no I/O. ``now`` and ``rng_value`` are inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from crawler.core.backoff import CircuitBreaker, HostHealth, host_verdict
+from crawler.core.bounds import parse_bounded
+from crawler.core.extract import ParsedPage
+from crawler.core.links import is_trap, normalize_url, site_of
+from crawler.core.model import (
+    CONTENT_OUTCOMES,
+    FetchResult,
+    Observation,
+    Outcome,
+    Schedule,
+    UrlRecord,
+    UrlState,
+)
+from crawler.core.observe import as_permanent_redirect, observe, updated_record
+from crawler.core.schedule import SchedulePolicy, next_fetch
+
+ROBOTS_ERROR_KIND = "robots_txt"
+
+
+class ChangeKind(StrEnum):
+    """Why a fetch produced a change event."""
+
+    CHANGED = "changed"  # the content moved by at least the simhash threshold
+    GONE = "gone"  # a live page answered 404/410
+    BACK = "back"  # a gone page has content again
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEvent:
+    """A change worth telling someone about (the change-event outbox, webhooks)."""
+
+    url_id: int
+    url: str
+    fetched_at: float
+    kind: ChangeKind
+    previous_simhash: int | None
+    new_simhash: int | None
+    distance: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HostContext:
+    """The leased host as the worker sees it just before recording a fetch."""
+
+    health: HostHealth
+    delay_seconds: float  # politeness delay between requests (Crawl-delay or the default)
+    next_request_at: float  # the host's politeness clock before this fetch
+
+
+@dataclass(frozen=True, slots=True)
+class HostUpdate:
+    """The ``hosts`` columns a fetch changes: politeness clock and backoff."""
+
+    next_request_at: float
+    consecutive_failures: int
+    backoff_until: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowUpdate:
+    """What a fetch of a windowed site's page tells the site's window."""
+
+    site_id: int
+    out_links: tuple[str, ...] | None  # None: the fetch saw no content, keep the old links
+    state_changed: bool
+    first_fetch: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionConfig:
+    """The policy a transition needs (no defaults: ``crawler.config.transition_config``)."""
+
+    simhash_threshold: int
+    max_outlinks: int
+    max_depth: int
+    breaker: CircuitBreaker
+    schedule: SchedulePolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """Everything one fetch changes, written in one transaction."""
+
+    before: UrlRecord
+    record: UrlRecord  # the URL's row after the fetch, with the schedule's rate estimate
+    observation: Observation
+    schedule: Schedule
+    host: HostUpdate
+    redirect_to: str | None  # stored on the URL row
+    seed: str | None  # a permanent redirect's target, seeded as a URL of its own
+    window: WindowUpdate | None
+    event: ChangeEvent | None
+
+    @property
+    def url_id(self) -> int:
+        return self.record.url_id
+
+
+def forbidden(now: float) -> FetchResult:
+    """The result recorded for a URL robots.txt forbids: not requested, but a fetch."""
+    return FetchResult(
+        fetched_at=now, duration_seconds=0.0, outcome=Outcome.DISALLOWED,
+        error_kind=ROBOTS_ERROR_KIND,
+    )
+
+
+def window_links(record: UrlRecord, page: ParsedPage, max_depth: int) -> tuple[str, ...]:
+    """The out-links that may join the page's window: same site, not traps, not too deep."""
+    if (record.depth or 0) + 1 > max_depth:
+        return ()
+    origin = site_of(record.url)
+    return tuple(
+        link.url for link in page.links if site_of(link.url) == origin and not is_trap(link.url)
+    )
+
+
+def change_event(before: UrlRecord, obs: Observation) -> ChangeEvent | None:
+    """The event a fetch raises: a real change, a page gone, or a gone page back."""
+    kind: ChangeKind | None = None
+    if obs.outcome == Outcome.GONE and before.state != UrlState.GONE:
+        kind = ChangeKind.GONE
+    elif obs.outcome in CONTENT_OUTCOMES and before.state == UrlState.GONE:
+        kind = ChangeKind.BACK
+    elif obs.changed:
+        kind = ChangeKind.CHANGED
+    if kind is None:
+        return None
+    return ChangeEvent(
+        url_id=before.url_id,
+        url=before.url,
+        fetched_at=obs.fetched_at,
+        kind=kind,
+        previous_simhash=before.last_simhash,
+        new_simhash=obs.simhash,
+        distance=obs.simhash_distance,
+    )
+
+
+def host_update(
+    host: HostContext,
+    result: FetchResult,
+    breaker: CircuitBreaker,
+    *,
+    now: float,
+    rng_value: float,
+) -> HostUpdate:
+    """The host's politeness clock and backoff after a request (none for a forbidden URL)."""
+    if result.outcome == Outcome.DISALLOWED:
+        health, next_request_at = host.health, host.next_request_at
+    else:
+        health = breaker.after(
+            host.health, host_verdict(result), now,
+            retry_after_seconds=result.retry_after_seconds, rng_value=rng_value,
+        )
+        next_request_at = now + host.delay_seconds
+    return HostUpdate(next_request_at, health.consecutive_failures, health.backoff_until)
+
+
+def transition(
+    record: UrlRecord,
+    result: FetchResult,
+    host: HostContext,
+    config: TransitionConfig,
+    *,
+    now: float,
+    rng_value: float,
+    robots_expires_at: float | None = None,
+) -> Transition:
+    """Everything ``result`` changes for ``record``.
+
+    - ``record``: the URL as claimed; ``result``: what the request returned, or
+      ``forbidden(now)`` when robots.txt forbade it;
+    - ``host``: the host's health and politeness before the fetch; ``config``: the policy;
+    - ``now``: POSIX seconds when the fetch ended (the politeness clock and backoff start
+      there); ``rng_value`` in [0, 1): the backoff's jitter;
+    - ``robots_expires_at``: when the host's robots.txt is next fetched (a forbidden URL is
+      rechecked then).
+
+    A permanent redirect followed to content is recorded on this URL as the redirect itself,
+    and its target is returned in ``seed``.
+    """
+    target = normalize_url(result.redirect_to) if result.redirect_to else None
+    permanent = target is not None and result.outcome in CONTENT_OUTCOMES
+    if permanent:
+        result = as_permanent_redirect(result)
+    page = None
+    if not permanent:
+        # Bounded, never raises: a page the parser fails on is recorded with parse_error.
+        result, page = parse_bounded(
+            result,
+            page_url=record.url if record.site_id is not None else None,
+            max_links=config.max_outlinks,
+            region=record.region,
+        )
+    obs = observe(record, result, config.simhash_threshold, page)
+    after = updated_record(record, result, obs)
+    schedule = next_fetch(after, obs, config.schedule, robots_expires_at=robots_expires_at)
+    window = None
+    if record.site_id is not None and not permanent:
+        links: tuple[str, ...] | None = None
+        if page is not None:
+            links = window_links(record, page, config.max_depth)
+        elif obs.outcome == Outcome.GONE:
+            links = ()
+        window = WindowUpdate(
+            site_id=record.site_id,
+            out_links=links,
+            state_changed=after.state != record.state,
+            first_fetch=record.last_fetched_at is None,
+        )
+    return Transition(
+        before=record,
+        record=replace(after, change_rate_per_day=schedule.change_rate_per_day),
+        observation=obs,
+        schedule=schedule,
+        host=host_update(host, result, config.breaker, now=now, rng_value=rng_value),
+        redirect_to=target if permanent else result.redirect_to,
+        seed=target if permanent else None,
+        window=window,
+        event=change_event(record, obs),
+    )

@@ -1,0 +1,84 @@
+"""SIGTERM and SIGINT, counted from the first line of ``crawler run`` to the process's exit.
+
+A signal must never be lost, whenever it comes: before the event loop exists (settings, the
+embedded server's start), while it runs, and while it is torn down. So a plain handler counts
+signals from the start; while a loop runs, the loop's own handler (which wakes it at once)
+takes over, and the plain one is put back before the loop closes. The first signal asks for a
+drain; the second for skipping the grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from types import FrameType
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Shutdown:
+    """The signals received so far, and events a running loop can wait on."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.stop = asyncio.Event()
+        self.hurry = asyncio.Event()
+
+    def install(self) -> Shutdown:
+        """Count signals from now on (call before anything that can block)."""
+        for sig in SIGNALS:
+            signal.signal(sig, self._on_signal_frame)
+        return self
+
+    def _on_signal_frame(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake)
+
+    def _on_signal(self) -> None:
+        self.count += 1
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.count >= 1:
+            self.stop.set()
+        if self.count >= 2:
+            self.hurry.set()
+
+    @property
+    def requested(self) -> bool:
+        return self.count >= 1
+
+    def attach(self) -> None:
+        """Hand the signals to the running loop; signals already counted take effect now."""
+        loop = asyncio.get_running_loop()
+        self.stop = asyncio.Event()
+        self.hurry = asyncio.Event()
+        self._loop = loop
+        for sig in SIGNALS:
+            loop.add_signal_handler(sig, self._on_signal)
+        self._wake()
+
+    def detach(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Give the signals back to the plain counting handler before the loop closes (else
+        the loop restores the default ones, and a late Ctrl-C would end in a traceback).
+        ``loop``: a loop whose own handlers (not ``attach``'s) hold the signals."""
+        loop = loop or self._loop
+        self._loop = None
+        for sig in SIGNALS:
+            if loop is not None:
+                loop.remove_signal_handler(sig)
+            signal.signal(sig, self._on_signal_frame)
+
+
+_process_shutdown: list[Shutdown] = []
+
+
+def process_shutdown() -> Shutdown:
+    """The process's one ``Shutdown``, installed on the first call (``crawler/__main__.py``
+    makes that call before importing anything else for ``crawler run``)."""
+    if not _process_shutdown:
+        _process_shutdown.append(Shutdown().install())
+    return _process_shutdown[0]

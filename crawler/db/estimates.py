@@ -1,0 +1,103 @@
+"""The frontier's gauges without counting whole tables: PostgreSQL's own row estimates.
+
+A count over 10^7 URLs every 30 s in every daemon is real load for a dashboard figure. Above
+``EXACT_BELOW_ROWS`` rows each figure is the row estimate the query planner would use
+(``EXPLAIN``: statistics kept by ANALYZE/autovacuum); below it, small tables are counted
+exactly, since their statistics may be missing or stale and counting them is cheap. One
+daemon per fleet samples (``fleet_claim``) and stores the figures in ``planner_state``; every
+daemon publishes the stored figures.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import asyncpg
+
+from crawler.db.queries import QUERIES
+from crawler.db.schema import URL_STATES
+
+EXACT_BELOW_ROWS = 100_000
+FIGURE_PREFIX = "figure:"
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierFigures:
+    urls_by_state: dict[str, int]
+    due_now: int
+    most_overdue_seconds: float
+    hosts_leased: int
+    hosts_in_backoff: int
+    hosts_circuit_open: int
+    estimated: bool
+
+    def as_state(self) -> dict[str, float]:
+        """The figures as planner_state rows (key, value)."""
+        values = {f"state:{s}": float(n) for s, n in self.urls_by_state.items()}
+        values.update(
+            due_now=self.due_now,
+            most_overdue_seconds=self.most_overdue_seconds,
+            hosts_leased=self.hosts_leased,
+            hosts_in_backoff=self.hosts_in_backoff,
+            hosts_circuit_open=self.hosts_circuit_open,
+            estimated=float(self.estimated),
+        )
+        return {FIGURE_PREFIX + k: float(v) for k, v in values.items()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, float]) -> FrontierFigures | None:
+        figures = {
+            k[len(FIGURE_PREFIX) :]: v for k, v in state.items() if k.startswith(FIGURE_PREFIX)
+        }
+        if "due_now" not in figures:
+            return None
+        return cls(
+            {k[len("state:") :]: int(v) for k, v in figures.items() if k.startswith("state:")},
+            int(figures["due_now"]),
+            figures["most_overdue_seconds"],
+            int(figures["hosts_leased"]),
+            int(figures["hosts_in_backoff"]),
+            int(figures["hosts_circuit_open"]),
+            bool(figures["estimated"]),
+        )
+
+
+async def estimated_rows(conn: asyncpg.Connection | asyncpg.Pool, query: str, *args: object) -> int:
+    """The query planner's row estimate for ``query`` (it is planned, not run)."""
+    plan = await conn.fetchval("EXPLAIN (FORMAT JSON) " + query, *args)
+    parsed = json.loads(plan) if isinstance(plan, str) else plan
+    return int(parsed[0]["Plan"]["Plan Rows"])
+
+
+async def frontier_figures(
+    conn: asyncpg.Connection | asyncpg.Pool, breaker_failure_threshold: int
+) -> FrontierFigures:
+    """The gauges' figures: estimates on a large frontier, exact counts on a small one."""
+    overdue = await conn.fetchval(QUERIES["most_overdue_seconds"])
+    leased = int(await conn.fetchval(QUERIES["hosts_leased_count"]))
+    total = await estimated_rows(conn, QUERIES["estimate_urls"])
+    if total < EXACT_BELOW_ROWS:
+        counts = await conn.fetchrow(QUERIES["status_counts"])
+        states = {r["state"]: r["n"] for r in await conn.fetch(QUERIES["urls_by_state"])}
+        health = await conn.fetchrow(QUERIES["hosts_health"], breaker_failure_threshold)
+        assert counts is not None and health is not None
+        return FrontierFigures(
+            states, counts["due_now"], float(overdue or 0.0), leased,
+            health["in_backoff"], health["circuit_open"], estimated=False,
+        )
+    states = {
+        state: await estimated_rows(conn, QUERIES["estimate_urls_in_state"], state)
+        for state in URL_STATES
+    }
+    return FrontierFigures(
+        {s: n for s, n in states.items() if n > 1},  # 1 is the planner's floor: none seen
+        await estimated_rows(conn, QUERIES["estimate_urls_due"]),
+        float(overdue or 0.0),
+        leased,
+        await estimated_rows(conn, QUERIES["estimate_hosts_in_backoff"]),
+        await estimated_rows(
+            conn, QUERIES["estimate_hosts_circuit_open"], breaker_failure_threshold
+        ),
+        estimated=True,
+    )

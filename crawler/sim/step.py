@@ -1,0 +1,86 @@
+"""One simulated fetch through the daemon's own code: `crawler.core.transition.transition`.
+
+The simulator knows each page's version (how many times it changed), so it answers a fetch
+with a tiny text body naming that version (and a truthful Last-Modified for pages that send
+one) and hands it to the transition the worker calls for every fetch. Nothing here estimates
+or schedules on its own. Times are POSIX-like seconds, as in the daemon: simulated day d is
+d * 86400 seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from crawler.config import default_settings
+from crawler.config import transition_config as settings_transition_config
+from crawler.core.backoff import HostHealth
+from crawler.core.model import OK, SECONDS_PER_DAY, FetchResult, Outcome, Schedule, UrlRecord
+from crawler.core.observe import observe, updated_record
+from crawler.core.schedule import SchedulePolicy
+from crawler.core.transition import HostContext, TransitionConfig, transition
+
+_SETTINGS = default_settings()
+# Text bodies are compared by exact hash; the threshold is passed as the worker does.
+SIMHASH_THRESHOLD_BITS = _SETTINGS.simhash_threshold
+_HOST = HostContext(HostHealth(), delay_seconds=0.0, next_request_at=0.0)
+
+
+def transition_config(policy: SchedulePolicy) -> TransitionConfig:
+    """The worker's transition settings for a simulated crawl (no windows, no links)."""
+    return settings_transition_config(_SETTINGS, policy, max_outlinks=0, max_depth=0)
+
+
+def page_body(version: int) -> bytes:
+    """The simulated page's content at a version: differs exactly when the page changed."""
+    return b"version %d" % version
+
+
+def first_record(page: int) -> UrlRecord:
+    """A page whose copy (version 0) was fetched at time 0: the simulator's starting state."""
+    first = FetchResult(
+        fetched_at=0.0,
+        duration_seconds=0.0,
+        outcome=OK,
+        status=200,
+        body=page_body(0),
+        content_type="text/plain",
+    )
+    record = UrlRecord(url_id=page, url=f"sim://{page}")
+    return updated_record(record, first, observe(record, first, SIMHASH_THRESHOLD_BITS))
+
+
+def simulated_result(
+    fetched_at_days: float,
+    version: int,
+    last_modified_days: float | None = None,
+    outcome: Outcome = OK,
+) -> FetchResult:
+    """What the HTTP layer would return: the page at `version`, or a failed fetch."""
+    if outcome != OK:
+        return FetchResult(
+            fetched_at=fetched_at_days * SECONDS_PER_DAY,
+            duration_seconds=0.0,
+            outcome=outcome,
+            error_kind=outcome,
+        )
+    return FetchResult(
+        fetched_at=fetched_at_days * SECONDS_PER_DAY,
+        duration_seconds=0.0,
+        outcome=OK,
+        status=200,
+        body=page_body(version),
+        content_type="text/plain",
+        last_modified=(
+            None if last_modified_days is None else last_modified_days * SECONDS_PER_DAY
+        ),
+    )
+
+
+def simulated_fetch(
+    record: UrlRecord, result: FetchResult, config: TransitionConfig
+) -> tuple[UrlRecord, Schedule]:
+    """The URL's record after this fetch and its next schedule, exactly as the worker
+    computes and commits them (the frontier stores the schedule's estimate with the row)."""
+    change = transition(record, result, _HOST, config, now=result.fetched_at, rng_value=0.5)
+    after = replace(change.record, change_rate_per_day=change.schedule.change_rate_per_day)
+    return after, change.schedule

@@ -1,0 +1,1 @@
+"""The collection: every fetched version kept as WARC records, behind a small interface."""

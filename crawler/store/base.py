@@ -1,0 +1,100 @@
+"""The record store's interface: what the fetch path writes and the commands read.
+
+``RecordStore`` is blocking and single-threaded by design (one writer appends to one open
+file at a time); ``crawler.store.threaded`` runs it on a thread of its own so the event loop
+never waits on the disk. A backend stores a response or a revisit and returns where it put
+it; ``read`` gives the record back from that location. An object-store backend would
+implement the same four methods and nothing in the fetch loop would change.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import Protocol
+
+RESPONSE = "response"
+REVISIT = "revisit"
+
+Headers = tuple[tuple[str, str], ...]
+
+
+def payload_digest(payload: bytes) -> str:
+    """WARC-Payload-Digest as web archives write it: ``sha1:`` and the base32 SHA-1."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(payload).digest()).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """One HTTP exchange to store: what was asked and what came back.
+
+    ``payload`` is the entity body as the crawler decoded it (Content-Encoding undone), so the
+    stored headers drop Content-Encoding and Transfer-Encoding and carry its true length.
+    """
+
+    url: str  # WARC-Target-URI: the URL the final response came from
+    fetched_at: float  # POSIX seconds: WARC-Date
+    status: int
+    reason: str
+    response_headers: Headers
+    payload: bytes
+    request_headers: Headers = ()
+    truncated: bool = False  # the body was cut at the size cap (WARC-Truncated: length)
+    body_read: bool = True  # False for answers whose body the fetcher does not read (404)
+
+
+@dataclass(frozen=True, slots=True)
+class Original:
+    """The stored response a revisit refers to."""
+
+    url: str
+    fetched_at: float
+    record_id: str
+    payload_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """Where a record went and what identifies it (one ``stored_records`` row's facts)."""
+
+    record_type: str
+    file: str  # relative to the store's root
+    offset: int
+    length: int
+    record_id: str
+    payload_digest: str
+    payload_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRecord:
+    """A record read back: its WARC headers, the HTTP status and headers, and the payload."""
+
+    record_type: str
+    warc_headers: Headers
+    status: int | None
+    http_headers: Headers
+    payload: bytes
+
+    def warc_header(self, name: str) -> str | None:
+        lowered = name.lower()
+        return next((v for k, v in self.warc_headers if k.lower() == lowered), None)
+
+    def http_header(self, name: str) -> str | None:
+        lowered = name.lower()
+        return next((v for k, v in self.http_headers if k.lower() == lowered), None)
+
+
+class RecordStore(Protocol):
+    def write_response(self, capture: Capture) -> StoredRecord:
+        """Store a response (and its request); the bytes are flushed when this returns."""
+
+    def write_revisit(self, capture: Capture, original: Original) -> StoredRecord:
+        """Store a revisit of ``original`` (identical payload); flushed when this returns."""
+
+    def read(self, file: str, offset: int) -> ReadRecord:
+        """The record stored at ``offset`` of ``file``."""
+
+    def close(self) -> None:
+        """Close the open file (it becomes immutable)."""

@@ -1,0 +1,284 @@
+"""The fetch path's side of the collection: store a fetch's record, then its index and event rows.
+
+``Collection.prepare`` runs before the fetch's transaction: it writes the record (on the
+store's thread, flushed) and returns a ``CollectionWrite`` whose ``apply`` inserts the index
+row and the change event inside that transaction. Stored: 200s (a response, or a revisit
+when the payload is byte-identical to the URL's last stored response), 304s (a revisit) and
+404/410s (a response without body: the page is gone). Nothing is stored for a fetch that got
+no response, an error status, a permanent redirect or a robots.txt refusal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import asyncpg
+
+from crawler.core.events import event_payload
+from crawler.core.model import GONE, NOT_MODIFIED, OK, FetchResult, UrlRecord
+from crawler.core.region import Region
+from crawler.core.textdiff import LineChanges, line_changes, text_lines
+from crawler.core.transition import ChangeKind, Transition
+from crawler.db import frontier
+from crawler.db.frontier import Lease, LeaseLost
+from crawler.db.queries import QUERIES
+from crawler.db.record import write_transition
+from crawler.metrics import CollectionMetrics
+from crawler.store.base import (
+    RESPONSE,
+    REVISIT,
+    Capture,
+    Original,
+    RecordStore,
+    StoredRecord,
+    payload_digest,
+)
+from crawler.store.threaded import ThreadedStore
+
+STORED_OUTCOMES = frozenset({OK, NOT_MODIFIED, GONE})
+# URLs whose newest stored response is remembered (about 300 bytes each).
+LAST_RESPONSE_CACHE = 100_000
+
+
+def _at(seconds: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class LastResponse:
+    """A URL's newest stored response, as indexed."""
+
+    fetched_at: float
+    file: str
+    offset: int
+    record_id: str
+    payload_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionWrite:
+    """The rows a fetch adds to the collection, written in the fetch's transaction."""
+
+    url_id: int
+    fetched_at: float
+    status: int | None
+    changed: bool | None
+    stored: StoredRecord | None
+    refers_to: str | None  # a revisit's original (WARC-Record-ID)
+    event_kind: str | None
+    event: dict[str, Any] | None
+
+    def params(self) -> list[str | None]:
+        """Parameters of ``collection_rows``: the stored_records row and the change_events row,
+        each as JSON named by column (None when there is no such row)."""
+        s = self.stored
+        at = _at(self.fetched_at).isoformat()
+        stored = None if s is None else {
+            "url_id": self.url_id, "fetched_at": at, "record_type": s.record_type,
+            "status": self.status, "warc_file": s.file, "warc_offset": s.offset,
+            "warc_length": s.length, "record_id": s.record_id,
+            "payload_digest": s.payload_digest, "payload_bytes": s.payload_bytes,
+            "changed": self.changed, "refers_to": self.refers_to,
+        }
+        event = None if self.event_kind is None else {
+            "url_id": self.url_id, "fetched_at": at, "kind": self.event_kind,
+            "payload": self.event,
+        }
+        return [None if row is None else json.dumps(row) for row in (stored, event)]
+
+    async def write(self, conn: asyncpg.Connection, t: Transition) -> None:
+        """An ``ExtraWrite`` of ``crawler.db.record``: one statement in the fetch's transaction."""
+        del t  # everything needed was captured when the record was stored
+        await conn.execute(insert_stored_record(), *self.params())
+
+    async def commit_with(self, pool: asyncpg.Pool, t: Transition, lease: Lease) -> bool:
+        """Commit ``t`` (it has no seed and no window update) with these rows in ONE
+        statement: ``record_fetch`` with ``collection_rows`` inside it, fenced by the same
+        lease. Same effect as ``write_transition(pool, t, lease, extra_writes=[self.write])``,
+        one round trip instead of four; raises ``LeaseLost``, writing nothing, like it."""
+        query = combined_record_fetch()
+        if query is None:
+            return await write_transition(pool, t, lease, extra_writes=[self.write])
+        row = await pool.fetchrow(
+            query, *frontier.record_params(t).args(), lease.host_id, lease.owner, lease.epoch,
+            *self.params(),
+        )
+        if row is None:
+            raise LeaseLost(lease, "fetch record")
+        return bool(row["observations_written"])
+
+
+FENCE_CTE_END = "\n),\n"
+
+
+@lru_cache(maxsize=1)
+def insert_stored_record() -> str:
+    """The collection's rows alone, in a fetch's transaction that ``write_transition`` has
+    already fenced (so the rows' ``lease`` is given as held). PostgreSQL runs a
+    data-modifying CTE to completion whether or not the main query reads it."""
+    return f"WITH lease AS (SELECT 1),\n{QUERIES['collection_rows']}\nSELECT 1"
+
+
+@lru_cache(maxsize=1)
+def combined_record_fetch() -> str | None:
+    """``record_fetch`` with the collection's CTEs right after its ``lease`` fence (they
+    write only when it holds), their parameters renumbered after its own; None when
+    ``record_fetch`` no longer has that shape (then the rows go in a transaction)."""
+    lines = QUERIES["record_fetch"].splitlines()
+    base = "\n".join(line for line in lines if not line.startswith("--"))
+    fence_end = base.find(FENCE_CTE_END)
+    if not base.startswith("WITH lease AS (") or fence_end < 0:
+        return None
+    shift = max(int(n) for n in re.findall(r"\$(\d+)", base))
+    rows = re.sub(r"\$(\d+)", lambda m: f"${int(m.group(1)) + shift}",
+                  QUERIES["collection_rows"])
+    cut = fence_end + len(FENCE_CTE_END)
+    return f"{base[:cut]}{rows},\n{base[cut:]}"
+
+
+async def last_response(
+    conn: asyncpg.Connection | asyncpg.Pool, url_id: int
+) -> LastResponse | None:
+    row = await conn.fetchrow(QUERIES["last_stored_response"], url_id)
+    if row is None:
+        return None
+    return LastResponse(row["fetched_at"].timestamp(), row["warc_file"], row["warc_offset"],
+                        row["record_id"], row["payload_digest"])
+
+
+class Collection:
+    """Stores fetches through a ``ThreadedStore``; reads the index through ``pool``. With no
+    store (``CRAWLER_STORE_VERSIONS=false``) only change events are written, without lines.
+
+    The newest stored response of recently stored URLs is remembered (with the content hash
+    it was stored for) so that a revisit or a diff rarely needs a query; an entry is used
+    only while its content hash is the URL row's, so another daemon's newer version is
+    never missed.
+    """
+
+    def __init__(
+        self,
+        store: ThreadedStore | None,
+        pool: asyncpg.Pool,
+        user_agent: str = "",
+        metrics: CollectionMetrics | None = None,
+        cache_entries: int = LAST_RESPONSE_CACHE,
+    ) -> None:
+        self.store = store
+        self.pool = pool
+        self.user_agent = user_agent
+        self.metrics = metrics
+        self.cache_entries = cache_entries
+        self._last: OrderedDict[int, tuple[bytes | None, LastResponse]] = OrderedDict()
+
+    async def _last_response(self, record: UrlRecord) -> LastResponse | None:
+        cached = self._last.get(record.url_id)
+        if cached is not None and cached[0] == record.last_content_hash:
+            self._last.move_to_end(record.url_id)
+            return cached[1]
+        found = await last_response(self.pool, record.url_id)
+        if found is not None:
+            self._remember(record.url_id, record.last_content_hash, found)
+        return found
+
+    def _remember(self, url_id: int, content: bytes | None, last: LastResponse) -> None:
+        self._last[url_id] = (content, last)
+        self._last.move_to_end(url_id)
+        while len(self._last) > self.cache_entries:
+            self._last.popitem(last=False)
+
+    async def prepare(self, t: Transition, result: FetchResult) -> CollectionWrite | None:
+        """Write the fetch's record (flushed) and return the rows to commit with it."""
+        record, obs, change = t.before, t.observation, t.event
+        if obs.outcome not in STORED_OUTCOMES or result.status is None:
+            return None
+        original: LastResponse | None = None
+        identical = obs.outcome == NOT_MODIFIED or (
+            obs.outcome == OK and obs.content_changed is False
+        )
+        wants_diff = change is not None and change.kind != ChangeKind.GONE and obs.outcome == OK
+        if self.store is not None and (identical or wants_diff):
+            original = await self._last_response(record)
+        stored: StoredRecord | None = None
+        lines: LineChanges | None = None
+        if self.store is not None and (obs.outcome != NOT_MODIFIED or original is not None):
+            capture = self._capture(record, result)
+            stored, lines = await self.store.run(
+                lambda store: _write(store, capture, original, identical, wants_diff,
+                                     result.content_type, record.region)
+            )
+        if stored is not None:
+            if stored.record_type == RESPONSE:
+                self._remember(record.url_id, obs.content_hash, LastResponse(
+                    obs.fetched_at, stored.file, stored.offset, stored.record_id,
+                    stored.payload_digest,
+                ))
+            if self.metrics is not None:
+                self.metrics.stored(stored.record_type, stored.length)
+        event = None
+        if change is not None:
+            if self.metrics is not None:
+                self.metrics.event_queued(change.kind)
+            event = event_payload(
+                kind=change.kind, url=change.url,
+                fetched_at_iso=_at(change.fetched_at).isoformat(), status=obs.status,
+                previous_simhash=change.previous_simhash, simhash=change.new_simhash,
+                distance=change.distance, lines=lines,
+                warc_file=stored.file if stored else None,
+                warc_offset=stored.offset if stored else None,
+            )
+        refers_to = None
+        if stored is not None and stored.record_type == REVISIT and original is not None:
+            refers_to = original.record_id
+        if stored is None and event is None:
+            return None
+        return CollectionWrite(record.url_id, obs.fetched_at, obs.status, obs.changed, stored,
+                               refers_to, None if change is None else str(change.kind), event)
+
+    def _capture(self, record: UrlRecord, result: FetchResult) -> Capture:
+        from crawler.net.fetch import conditional_headers
+
+        request_headers = tuple(conditional_headers(record).items())
+        if self.user_agent:
+            request_headers = (("User-Agent", self.user_agent), *request_headers)
+        assert result.status is not None
+        return Capture(
+            url=record.url, fetched_at=result.fetched_at, status=result.status,
+            reason=result.reason, response_headers=result.headers, payload=result.body,
+            request_headers=request_headers, truncated=result.truncated,
+            body_read=result.outcome == OK,
+        )
+
+
+def _write(
+    store: RecordStore,
+    capture: Capture,
+    original: LastResponse | None,
+    identical: bool,
+    wants_diff: bool,
+    content_type: str | None,
+    region: Region,
+) -> tuple[StoredRecord, LineChanges | None]:
+    """On the store's thread: a revisit or a response, and the text lines a change moved."""
+    if identical and original is not None and (
+        capture.status == 304 or payload_digest(capture.payload) == original.payload_digest
+    ):
+        stored = store.write_revisit(capture, Original(
+            capture.url, original.fetched_at, original.record_id, original.payload_digest
+        ))
+        return stored, None
+    stored = store.write_response(capture)
+    lines = None
+    if wants_diff and original is not None:
+        old = store.read(original.file, original.offset)
+        lines = line_changes(
+            text_lines(old.payload, old.http_header("Content-Type"), region),
+            text_lines(capture.payload, content_type, region),
+        )
+    return stored, lines

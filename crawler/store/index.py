@@ -1,0 +1,120 @@
+"""Reading the collection: a URL's stored versions, the one current at a time, its bytes.
+
+Used by ``crawler versions``, ``get`` and ``diff``. A revisit's payload is its original
+response's (the index row's ``refers_to``, a WARC-Record-ID); the visible text is recomputed
+from the stored body by the same parser that fingerprinted it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+from crawler.core.region import Region, effective_region
+from crawler.core.textdiff import text_lines
+from crawler.db.queries import QUERIES
+from crawler.store.base import REVISIT, ReadRecord
+from crawler.store.warc import read_record
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One ``stored_records`` row."""
+
+    id: int
+    fetched_at: dt.datetime
+    record_type: str
+    status: int | None
+    file: str
+    offset: int
+    length: int
+    record_id: str
+    payload_digest: str
+    payload_bytes: int
+    changed: bool | None
+    refers_to: str | None  # a revisit's original: its WARC-Record-ID
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "fetched_at": self.fetched_at.isoformat(),
+            "status": self.status,
+            "record_type": self.record_type,
+            "changed": self.changed,
+            "size_bytes": self.payload_bytes,
+            "payload_digest": self.payload_digest,
+            "warc_file": self.file,
+            "warc_offset": self.offset,
+            "warc_length": self.length,
+        }
+
+
+async def versions(conn: asyncpg.Connection, url: str) -> list[Version]:
+    """Every stored version of ``url``, oldest first."""
+    return [
+        Version(r["id"], r["fetched_at"], r["record_type"], r["status"], r["warc_file"],
+                r["warc_offset"], r["warc_length"], r["record_id"], r["payload_digest"],
+                r["payload_bytes"], r["changed"], r["refers_to"])
+        for r in await conn.fetch(QUERIES["url_versions"], url)
+    ]
+
+
+def version_at(stored: list[Version], at: dt.datetime | None) -> Version | None:
+    """The version current at ``at``: the newest fetched at or before it (default: newest)."""
+    current = None
+    for version in stored:
+        if at is None or version.fetched_at <= at:
+            current = version
+    return current
+
+
+def payload_version(stored: list[Version], version: Version) -> Version:
+    """The response that holds ``version``'s payload (itself, or a revisit's original)."""
+    if version.record_type != REVISIT:
+        return version
+    by_record_id = {v.record_id: v for v in stored}
+    original = by_record_id.get(version.refers_to or "")
+    if original is None:
+        raise LookupError(f"revisit at {version.fetched_at} refers to no stored response")
+    return original
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """What ``crawler get`` prints: the record at the time, and the payload it stands for."""
+
+    version: Version
+    record: ReadRecord  # the record at the time (a revisit carries its own HTTP headers)
+    payload: bytes
+    content_type: str | None
+
+    def text_lines(self, region: Region | None = None) -> list[str]:
+        return text_lines(self.payload, self.content_type, region)
+
+
+def load_body(root: Path, stored: list[Version], version: Version) -> Body:
+    record = read_record(root, version.file, version.offset)
+    holder = payload_version(stored, version)
+    payload_record = record if holder is version else read_record(root, holder.file,
+                                                                  holder.offset)
+    content_type = payload_record.http_header("Content-Type")
+    return Body(version, record, payload_record.payload, content_type)
+
+
+async def region_of(conn: asyncpg.Connection, url: str) -> Region:
+    """The watched region in effect for ``url`` now (its own, else its window's): ``get --text``
+    and ``diff`` show the text the fingerprint is computed from."""
+    row = await conn.fetchrow(QUERIES["url_region"], url)
+    if row is None:
+        return Region()
+    return effective_region(
+        row["watch_css"], row["ignore_css"], row["site_watch_css"], row["site_ignore_css"]
+    )
+
+
+async def versions_and_region(
+    conn: asyncpg.Connection, url: str
+) -> tuple[list[Version], Region]:
+    return await versions(conn, url), await region_of(conn, url)

@@ -1,0 +1,138 @@
+"""The pure transition: one frozen value with everything a fetch changes, on every path."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from crawler.config import default_settings, schedule_policy, transition_config
+from crawler.core.backoff import HostHealth
+from crawler.core.model import FetchResult, Outcome, UrlRecord, UrlState
+from crawler.core.transition import (
+    ChangeKind,
+    HostContext,
+    forbidden,
+    transition,
+)
+
+NOW = 1_800_000_000.0
+URL = "http://a.test/page"
+CONFIG = transition_config(
+    default_settings(),
+    schedule_policy(default_settings(), mode="uniform", default_interval_seconds=3600.0),
+    simhash_threshold=6,
+    max_outlinks=100,
+    max_depth=3,
+)
+HOST = HostContext(HostHealth(), delay_seconds=2.0, next_request_at=NOW - 5.0)
+
+
+def page(text: str, links: str = "") -> bytes:
+    return f"<html><body><p>{text}</p>{links}</body></html>".encode()
+
+
+def ok(body: bytes, at: float = NOW, **fields: object) -> FetchResult:
+    return FetchResult(fetched_at=at, duration_seconds=0.1, outcome=Outcome.OK, status=200,
+                       body=body, content_type="text/html", **fields)  # type: ignore[arg-type]
+
+
+def step(record: UrlRecord, result: FetchResult, **kw: object):  # type: ignore[no-untyped-def]
+    return transition(record, result, HOST, CONFIG, now=result.fetched_at, rng_value=0.5,
+                      **kw)  # type: ignore[arg-type]
+
+
+def test_first_fetch_records_content_and_moves_the_politeness_clock() -> None:
+    t = step(UrlRecord(1, URL), ok(page("hello world " * 20)))
+    assert t.record.state == UrlState.ACTIVE
+    assert t.record.fetch_count == 1
+    assert t.observation.simhash is not None and t.observation.changed is None
+    assert t.schedule.next_fetch_at == NOW + 3600.0
+    assert t.host.next_request_at == NOW + HOST.delay_seconds
+    assert (t.event, t.seed, t.window) == (None, None, None)
+
+
+def test_a_real_change_raises_a_change_event_and_a_cosmetic_one_does_not() -> None:
+    first = step(UrlRecord(1, URL), ok(page("alpha beta gamma delta " * 30)))
+    text = "completely different words about another subject entirely " * 30
+    changed = step(first.record, ok(page(text), at=NOW + 7200))
+    assert changed.observation.changed
+    assert changed.event is not None and changed.event.kind == ChangeKind.CHANGED
+    assert changed.event.previous_simhash == first.record.last_simhash
+    assert changed.event.new_simhash == changed.observation.simhash
+    assert changed.event.distance == changed.observation.simhash_distance
+    same = step(first.record, ok(page("alpha beta gamma delta " * 30), at=NOW + 7200))
+    assert same.event is None
+
+
+def test_gone_then_back_raise_one_event_each() -> None:
+    live = step(UrlRecord(1, URL), ok(page("text " * 50))).record
+    gone_result = FetchResult(NOW + 10, 0.1, Outcome.GONE, status=404)
+    gone = step(live, gone_result)
+    assert gone.record.state == UrlState.GONE
+    assert gone.event is not None and gone.event.kind == ChangeKind.GONE
+    still = step(gone.record, replace(gone_result, fetched_at=NOW + 20))
+    assert still.event is None
+    back = step(still.record, ok(page("text " * 50), at=NOW + 30))
+    assert back.event is not None and back.event.kind == ChangeKind.BACK
+
+
+def test_a_forbidden_url_counts_its_fetch_and_waits_for_robots_txt() -> None:
+    record = UrlRecord(1, URL, fetch_count=4)
+    t = step(record, forbidden(NOW), robots_expires_at=NOW + 86400)
+    assert t.record.state == UrlState.DISALLOWED
+    assert t.record.fetch_count == 5  # counted: fetch_count == observations
+    assert t.observation.outcome == Outcome.DISALLOWED
+    assert t.schedule.next_fetch_at == NOW + 86400
+    # Not requested: the host's clock and health are untouched.
+    assert t.host.next_request_at == HOST.next_request_at
+    assert (t.host.consecutive_failures, t.host.backoff_until) == (0, None)
+
+
+def test_a_forbidden_url_is_not_rechecked_sooner_than_the_shortest_interval() -> None:
+    t = step(UrlRecord(1, URL), forbidden(NOW), robots_expires_at=NOW + 1)
+    assert t.schedule.next_fetch_at == NOW + CONFIG.schedule.min_interval_seconds
+
+
+def test_a_permanent_redirect_is_recorded_as_such_and_seeds_its_target() -> None:
+    t = step(UrlRecord(1, URL, site_id=3), ok(page("x"), redirect_to="HTTP://a.test/new#frag"))
+    assert t.observation.outcome == Outcome.REDIRECT
+    assert t.record.state == UrlState.REDIRECTED
+    assert t.seed == t.redirect_to == "http://a.test/new"
+    assert t.window is None
+    assert t.schedule.next_fetch_at == NOW + CONFIG.schedule.max_interval_seconds
+
+
+def test_a_windowed_page_offers_its_same_site_out_links() -> None:
+    links = '<a href="/b">b</a><a href="http://other.test/c">c</a><a href="/d">d</a>'
+    t = step(UrlRecord(1, URL, site_id=7, depth=0), ok(page("words " * 20, links)))
+    assert t.window is not None
+    assert t.window.out_links == ("http://a.test/b", "http://a.test/d")
+    assert t.window.first_fetch and t.window.state_changed
+    deep = step(UrlRecord(1, URL, site_id=7, depth=3), ok(page("words", links)))
+    assert deep.window is not None and deep.window.out_links == ()
+
+
+def test_an_error_keeps_the_window_links_and_a_gone_page_loses_them() -> None:
+    record = UrlRecord(1, URL, site_id=7, depth=0, state=UrlState.ACTIVE)
+    error = step(record, FetchResult(NOW, 1.0, Outcome.TIMEOUT, error_kind="timeout_total"))
+    assert error.window is not None and error.window.out_links is None
+    gone = step(record, FetchResult(NOW, 0.1, Outcome.GONE, status=410))
+    assert gone.window is not None and gone.window.out_links == ()
+
+
+@pytest.mark.parametrize("rng_value", [0.0, 0.99])
+def test_a_throttled_host_backs_off_with_the_given_jitter(rng_value: float) -> None:
+    result = FetchResult(NOW, 0.1, Outcome.HTTP_ERROR, status=503)
+    t = transition(UrlRecord(1, URL), result, HOST, CONFIG, now=NOW, rng_value=rng_value)
+    assert t.host.consecutive_failures == 1
+    assert t.host.backoff_until is not None
+    base = CONFIG.breaker.base_seconds
+    assert t.host.backoff_until == pytest.approx(NOW + base * (0.5 + 0.5 * rng_value))
+    assert t.record.consecutive_failures == 1 and t.record.state == UrlState.ERROR
+
+
+def test_the_transition_is_a_function_of_its_inputs() -> None:
+    record = UrlRecord(1, URL, site_id=2, depth=1)
+    result = ok(page("same input", '<a href="/x">x</a>'))
+    assert step(record, result) == step(record, result)
