@@ -46,6 +46,7 @@ from crawler.core.plan import fetch_rates
 from crawler.core.schedule import SchedulePolicy, next_fetch
 from crawler.db import frontier
 from crawler.db.connect import create_pool
+from crawler.db.errors import DB_ERRORS
 from crawler.db.frontier import record_from_row, to_datetime
 from crawler.db.queries import QUERIES
 from crawler.metrics import Events
@@ -77,7 +78,7 @@ PLANNER_NICENESS = 10
 PLANNER_WATCH_SECONDS = 1.0
 # A daemon whose heartbeat is older than this many heartbeats is counted as gone.
 HEARTBEATS_TO_LIVE = 3.0
-DB_ERRORS = (asyncpg.PostgresError, OSError, asyncpg.InterfaceError)
+
 
 # Test hook (tests/acceptance/test_daemon_supervision.py): the first N starts of the planner in
 # this daemon raise, so that supervision can be seen restarting it.

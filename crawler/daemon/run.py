@@ -33,9 +33,10 @@ from crawler.daemon.planner import PlannerConfig, supervised_planner
 from crawler.daemon.signals import Shutdown, process_shutdown
 from crawler.daemon.supervise import SideTask, Supervisor
 from crawler.daemon.webhook import WebhookDelivery
-from crawler.daemon.worker import DB_UNAVAILABLE, Worker
+from crawler.daemon.worker import Worker
 from crawler.db import frontier, migrate
 from crawler.db.connect import create_pool, describe
+from crawler.db.errors import DB_ERRORS, DB_UNAVAILABLE, renew_connections
 from crawler.db.estimates import FrontierFigures, frontier_figures
 from crawler.db.queries import QUERIES
 from crawler.metrics import Metrics
@@ -60,7 +61,7 @@ async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics, settings: Settin
     """Side task: the frontier's gauges. One daemon per fleet samples (PostgreSQL's estimates
     on a large frontier, ``crawler.db.estimates``) and stores the figures; all publish them."""
     while True:
-        with contextlib.suppress(asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+        with contextlib.suppress(*DB_ERRORS):
             claimed = await pool.fetchval(
                 QUERIES["fleet_claim"], "sampler", 0.8 * SAMPLE_INTERVAL_SECONDS
             )
@@ -90,7 +91,7 @@ async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics, settings: Settin
 async def heartbeat(pool: asyncpg.Pool, owner: str, concurrency: int, seconds: float) -> None:
     """Side task: this daemon's row in ``daemons``, so the planner counts its capacity."""
     while True:
-        with contextlib.suppress(asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+        with contextlib.suppress(*DB_ERRORS):
             await pool.execute(QUERIES["heartbeat"], owner, concurrency)
         await asyncio.sleep(seconds)
 
@@ -141,7 +142,7 @@ async def _check_database(url: str) -> str | None:
     """Fail fast, in one line, when the database cannot be reached; returns its revision."""
     try:
         conn = await asyncpg.connect(url, timeout=DB_CONNECT_TIMEOUT_SECONDS)
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    except DB_ERRORS as exc:
         raise StartupError(
             f"cannot reach the database at {describe(url)} ({type(exc).__name__}: {exc}); "
             "set CRAWLER_DATABASE_URL to a reachable server, or unset it for the embedded one"
@@ -360,7 +361,7 @@ class Daemon:
     async def ready(self) -> tuple[bool, str]:
         try:
             revision = await database_revision(self.pool)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except DB_ERRORS as exc:
             return False, f"database unreachable: {exc}"
         if revision != self.head:
             return False, f"migrations not current: {revision} != {self.head}"
@@ -401,7 +402,7 @@ class Daemon:
                 hurry_task.cancel()
             released = await _release_leases(self.pool, self.owner)
             await self.supervisor.stop()
-            with contextlib.suppress(asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+            with contextlib.suppress(*DB_ERRORS):
                 await asyncio.wait_for(self.pool.execute(QUERIES["daemon_stopped"], self.owner),
                                        5.0)
             log.info("stopped after %.0fs: %d fetches recorded, %d leases released",
@@ -415,6 +416,7 @@ async def _release_leases(pool: asyncpg.Pool, owner: str) -> int:
         try:
             return await frontier.release_owner(pool, owner)
         except DB_UNAVAILABLE as exc:
+            await renew_connections(pool, exc)
             log.warning("releasing leases failed (%s); attempt %d", exc, attempt + 1)
             await asyncio.sleep(0.5)
         except asyncpg.PostgresError as exc:  # not transient: do not hide the exit's cause

@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 
+from crawler.db.errors import DB_ERRORS
 from crawler.db.queries import QUERIES
 from crawler.metrics import CollectionMetrics
 from crawler.net.fetch import canonical_url
@@ -142,7 +143,7 @@ class WebhookDelivery:
         one URL's events; the others take over when it goes away.
         """
         while True:
-            with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+            with contextlib.suppress(*DB_ERRORS):
                 async with self.pool.acquire() as conn:
                     if await conn.fetchval("SELECT pg_try_advisory_lock($1)", DELIVERY_LOCK):
                         try:
@@ -154,7 +155,7 @@ class WebhookDelivery:
     async def _deliver_while_holding(self, conn: asyncpg.Connection) -> None:
         while not conn.is_closed():  # a lost connection has lost the lock too
             delivered = 0
-            with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+            with contextlib.suppress(*DB_ERRORS):
                 if time.time() >= self.receiver_down_until:
                     delivered = await self.deliver_round()
                 await self.sample()

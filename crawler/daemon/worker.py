@@ -39,6 +39,7 @@ from crawler.core.transition import (
     transition,
 )
 from crawler.db import frontier
+from crawler.db.errors import DB_ERRORS, DB_TRANSIENT, renew_connections
 from crawler.db.frontier import HostClaim, Lease, LeaseLost
 from crawler.db.record import ExtraWrite, write_transition
 from crawler.logs import FETCH_LOG
@@ -52,22 +53,8 @@ log = logging.getLogger(__name__)
 crawled = logging.getLogger("crawler.crawled")  # one line per fetch, Scrapy-like
 
 DB_RETRY_MAX_SECONDS = 30.0
-# The server is restarting or unreachable: wait and retry (every retried write is idempotent).
-DB_UNAVAILABLE = (
-    OSError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.OperatorInterventionError,  # admin shutdown, crash, cannot connect now
-)
 # How a page is requested (crawler.net.fetch.fetch in the daemon).
 Fetcher = Callable[[aiohttp.ClientSession, UrlRecord, FetchLimits], Awaitable[FetchResult]]
-# Worth retrying as well: the transaction lost a deadlock (40P01) or a serialization
-# conflict (40001) and was rolled back whole.
-DB_TRANSIENT = (
-    *DB_UNAVAILABLE,
-    asyncpg.exceptions.DeadlockDetectedError,
-    asyncpg.exceptions.SerializationError,
-)
 
 
 @dataclass
@@ -176,7 +163,7 @@ class Worker:
     async def _sleep_until_work(self) -> None:
         timeout = self.config.poll_interval
         if len(self.host_tasks) < self.config.concurrency:
-            with contextlib.suppress(asyncpg.PostgresError, *DB_UNAVAILABLE):
+            with contextlib.suppress(*DB_ERRORS):
                 due = await frontier.earliest_due(self.pool)
                 if due is not None:
                     timeout = min(timeout, max(0.01, due - time.time()))
@@ -361,7 +348,7 @@ class Worker:
         )
 
     async def _release(self, host: HostClaim) -> None:
-        with contextlib.suppress(asyncpg.PostgresError, *DB_TRANSIENT):
+        with contextlib.suppress(*DB_ERRORS):
             if not await frontier.release_host(self.pool, host.lease):
                 self.events.lease_rejected("release")
                 log.warning("lease on %s expired before it was released", host.origin)
@@ -385,6 +372,7 @@ class Worker:
             try:
                 value = await op()
             except DB_TRANSIENT as exc:
+                await renew_connections(self.pool, exc)
                 if lease is not None and lease.remaining_seconds(time.monotonic()) <= backoff:
                     raise LeaseLost(lease, f"lease ran out while retrying ({exc})") from exc
                 log.warning("database write failed (%s: %s); retrying in %.1fs",

@@ -24,9 +24,9 @@ pytestmark = pytest.mark.timeout(240)
 
 SITES = 5
 PAGES_PER_SITE = 8
-BUDGET_PER_SECOND = 8.0
-RUN_SECONDS = 70.0
-WARMUP_SECONDS = 30.0
+BUDGET_PER_SECOND = 12.0
+RUN_SECONDS = 45.0
+WARMUP_SECONDS = 18.0
 
 
 def true_rates_per_second() -> list[float]:

@@ -87,6 +87,10 @@ async def test_daemon_survives_a_postgres_restart() -> None:
             assert "the fetch loop died" not in out, out[-3000:]
             conn = await asyncpg.connect(db_url)
             observations = await conn.fetchval("SELECT count(*) FROM observations")
+            per_url = dict(await conn.fetch(
+                "SELECT u.url, count(o.*) FROM urls u LEFT JOIN observations o ON o.url_id = u.id"
+                " GROUP BY u.url"
+            ))
             after_restart = await conn.fetchval(
                 "SELECT count(*) FROM observations WHERE fetched_at > to_timestamp($1)",
                 restarted,
@@ -99,7 +103,11 @@ async def test_daemon_survives_a_postgres_restart() -> None:
             await asyncio.to_thread(pg_ctl, server, "-w", "-m", "fast", "stop")
     assert proc.returncode == 0, out[-3000:]
     served = sum(web.visits.values())
-    assert observations == served, (observations, served)  # none lost, none duplicated
+    visits = {web.origins[k] + path: n for (k, path), n in web.visits.items()}
+    differ = {u: (per_url.get(u, 0), n) for u, n in visits.items() if per_url.get(u, 0) != n}
+    warnings = [line for line in out.splitlines() if "WARNING" in line or "ERROR" in line]
+    # none lost, none duplicated; on failure say which URL and what the daemon logged
+    assert observations == served, (observations, served, differ, warnings[-40:])
     assert after_restart > 10
     assert leased == 0
 

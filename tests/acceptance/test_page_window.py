@@ -22,8 +22,8 @@ from crawler.demo.web import DemoWeb
 pytestmark = pytest.mark.timeout(240)
 
 WINDOW = 30
-HORIZON_SECONDS = 30.0
-RUN_SECONDS = 40.0  # after the site clock starts: its horizon plus 10 s
+HORIZON_SECONDS = 20.0
+RUN_SECONDS = 28.0  # after the site clock starts: its horizon plus 8 s
 REVISIT_SECONDS = 1.0
 # A transition is seen when the page linking to the moved page is next fetched: one revisit,
 # plus claim and politeness slack.

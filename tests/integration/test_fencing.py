@@ -242,6 +242,32 @@ async def test_deadlocks_and_serialization_failures_are_retried(
         await pool.close()
 
 
+async def test_a_connection_left_mid_protocol_is_retried_on_a_fresh_one(db_url: str) -> None:
+    """A server shutdown can leave a pooled connection mid-protocol; asyncpg then raises
+    InternalClientError on its next statement (seen when PostgreSQL restarted under a running
+    daemon). That is retried, and the pool's connections are replaced, not reused."""
+    pool = await asyncpg.create_pool(db_url, min_size=1, max_size=1)
+    attempts: list[int] = []
+
+    async def broken_once() -> int:
+        backend = await pool.fetchval("SELECT pg_backend_pid()")
+        attempts.append(backend)
+        if len(attempts) == 1:  # what asyncpg raises; it cannot be provoked on demand
+            raise asyncpg.exceptions.InternalClientError(
+                "cannot switch to state 12; another operation (2) is in progress"
+            )
+        return int(backend)
+
+    try:
+        worker = Worker(worker_config(SETTINGS, "me"), pool, None,  # type: ignore[arg-type]
+                        Metrics(CollectorRegistry()))
+        assert await worker._with_db_retry(broken_once) == attempts[-1]
+        assert len(attempts) == 2
+        assert attempts[0] != attempts[1]  # a new connection (a new backend), not the old one
+    finally:
+        await pool.close()
+
+
 async def test_a_retried_write_gives_up_once_its_lease_has_run_out(db_url: str) -> None:
     pool = await asyncpg.create_pool(db_url)
     attempts: list[int] = []
