@@ -111,7 +111,7 @@ async def test_partitions_are_created_ahead_and_dropped_past_the_retention(
             # Created ahead: July, August, September; and January to June for the strays.
             for month in range(1, 10):
                 wanted = f"{table}_p2024{month:02d}"
-                dropped = table == "observations" and month <= 4 or (
+                dropped = (table == "observations" and month <= 4) or (
                     table == "change_events" and month in (1, 3, 4)
                 )
                 assert (wanted in names) != dropped, (wanted, sorted(names))

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 
-from crawler.core.partitions import Bounds, Month, months_ahead, retention_cutoff, to_create, to_drop
+from crawler.core.partitions import (
+    Bounds,
+    Month,
+    months_ahead,
+    retention_cutoff,
+    to_create,
+    to_drop,
+)
 from crawler.db.partitions import is_partition, parse_bound
 
 
