@@ -131,6 +131,12 @@ async def test_partitions_are_created_ahead_and_dropped_past_the_retention(
         urls_after = [dict(r) for r in await pool.fetch("SELECT * FROM urls ORDER BY id")]
         assert urls_after == urls_before
 
+        # A statement bounded in time reads only the months it can need (pruned at start).
+        plan = "\n".join(r[0] for r in await pool.fetch(
+            "EXPLAIN " + QUERIES["fetches_since"], 3600.0
+        ))
+        assert "Subplans Removed" in plan and "observations_p2024" not in plan, plan
+
         # A second round at the same moment has nothing left to do.
         conn = await pool.acquire()
         try:
