@@ -4,12 +4,14 @@ URLs' estimates and schedules unchanged by the drop (they never read observation
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import re
 import time
 
 import asyncpg
 import pytest
+from daemon import daemon_env, start_daemon, stop_daemon
 
 from crawler.core.backoff import HostHealth
 from crawler.core.model import FetchResult, Outcome
@@ -218,3 +220,39 @@ async def test_a_fetch_dated_outside_every_partition_lands_in_default_then_its_m
 def partitions_ahead() -> list[Month]:
     now = Month.of(time.time())
     return [now.plus(i) for i in range(partitions.PARTITIONS_AHEAD + 1)]
+
+
+async def test_the_daemon_keeps_partitions_from_start_up(db_url: str) -> None:
+    """The daemon's start-up round: the months ahead recreated, a stray row moved out of the
+    DEFAULT partition into its month, and that month dropped past the retention, all before
+    the daemon announces itself."""
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        await frontier.seed(pool, URLS[:1], time.time() + 86400)  # nothing due: no fetch
+        ahead = Month.of(time.time()).plus(1)
+        for table in partitions.PARTITIONED_TABLES:
+            await pool.execute(f"DROP TABLE {ahead.partition(table)}")
+        await pool.execute(
+            "INSERT INTO observations (url_id, fetched_at, outcome, duration_seconds) "
+            "SELECT id, '2020-02-10Z', 'ok', 0.1 FROM urls"
+        )
+        proc = await start_daemon(daemon_env(db_url, observation_retention_days="30",
+                                             poll_interval="0.2", schedule="uniform"))
+        seen: list[str] = []
+        try:
+            assert proc.stdout is not None
+            while not any("metrics at" in line for line in seen):
+                line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+                assert line, "daemon exited: " + "".join(seen)
+                seen.append(line)
+        finally:
+            seen.append(await stop_daemon(proc))
+        log = "".join(seen)
+        assert "dropped partitions past CRAWLER_OBSERVATION_RETENTION_DAYS=30: " \
+               "observations_p202002" in log, log
+        for table in partitions.PARTITIONED_TABLES:
+            assert ahead.partition(table) in await partition_names(pool, table)
+        assert await pool.fetchval("SELECT count(*) FROM observations") == 0
+        assert "observations_p202002" not in await partition_names(pool, "observations")
+    finally:
+        await pool.close()
