@@ -28,6 +28,7 @@ Create Date: 2026-11-22
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from alembic import op
 from sqlalchemy import text
@@ -77,11 +78,21 @@ def _foreign_keys(table: str) -> list[tuple[str, str]]:
 
 
 def _retarget(definition: str, old: str, new: str) -> str:
-    for prefix in (" ON ONLY public.", " ON public.", " ON ONLY ", " ON "):
-        if f"{prefix}{old} " in definition:
-            plain = prefix.replace("ONLY ", "")
-            return definition.replace(f"{prefix}{old} ", f"{plain}{new} ", 1)
-    raise RuntimeError(f"cannot retarget index definition {definition!r}")
+    """The index definition read from ``old`` made to build on ``new`` (on a partitioned
+    table, on every partition: no ONLY), in whatever schema it was."""
+    retargeted, found = re.subn(
+        rf" ON (ONLY )?((?:\S+\.)?){re.escape(old)} ", rf" ON \g<2>{new} ", definition, count=1
+    )
+    if not found:
+        raise RuntimeError(f"cannot retarget index definition {definition!r}")
+    return retargeted
+
+
+def _primary_key(table: str) -> str:
+    return str(_scalar(
+        f"SELECT conname FROM pg_constraint WHERE conrelid = '{table}'::regclass "
+        "AND contype = 'p'"
+    ))
 
 
 def _partition(table: str) -> None:
@@ -93,7 +104,7 @@ def _partition(table: str) -> None:
         op.execute(f"DROP INDEX {name}")
     for name, _ in foreign_keys:
         op.execute(f"ALTER TABLE {old} DROP CONSTRAINT {name}")
-    op.execute(f"ALTER TABLE {old} RENAME CONSTRAINT {table}_pkey TO {old}_pkey")
+    op.execute(f"ALTER TABLE {old} RENAME CONSTRAINT {_primary_key(old)} TO {old}_pkey")
     sequence = _scalar(f"SELECT pg_get_serial_sequence('{old}', 'id')")
 
     op.execute(
@@ -142,7 +153,7 @@ def _unpartition(table: str) -> None:
         op.execute(f"DROP INDEX {name}")
     for name, _ in foreign_keys:
         op.execute(f"ALTER TABLE {old} DROP CONSTRAINT {name}")
-    op.execute(f"ALTER TABLE {old} DROP CONSTRAINT {table}_pkey")
+    op.execute(f"ALTER TABLE {old} DROP CONSTRAINT {_primary_key(old)}")
     sequence = _scalar(f"SELECT pg_get_serial_sequence('{old}', 'id')")
     op.execute(
         f"CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
