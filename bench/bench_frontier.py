@@ -150,7 +150,8 @@ async def main(url: str, n_urls: int, n_hosts: int) -> None:
         sizes = await pool.fetchrow(
             "SELECT pg_total_relation_size('urls') + pg_total_relation_size('hosts') AS urls, "
             "(SELECT count(*) FROM urls) AS n_urls, "
-            "pg_total_relation_size('observations') AS obs, "
+            "(SELECT sum(pg_total_relation_size(relid)) "  # partitioned: sum the months
+            "FROM pg_partition_tree('observations')) AS obs, "
             "(SELECT count(*) FROM observations) AS n_obs"
         )
         print(f"database: {sizes['urls'] / max(sizes['n_urls'], 1):.0f} B per URL (urls + hosts "

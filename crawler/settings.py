@@ -218,6 +218,12 @@ class Settings(BaseSettings):
         3600.0, gt=0, description="Longest wait between two attempts to deliver an event."
     )
 
+    # --- retention ------------------------------------------------------------------------
+    observation_retention_days: float = Field(
+        0.0, ge=0, description="Drop whole months of observations and change events older "
+        "than this many days (monthly partitions; the WARC index is kept). 0: keep forever."
+    )
+
     # --- metrics --------------------------------------------------------------------------
     metrics_host: str = Field("127.0.0.1", description="Address of the /metrics server.")
     metrics_port: int = Field(

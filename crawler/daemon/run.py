@@ -34,7 +34,7 @@ from crawler.daemon.signals import Shutdown, process_shutdown
 from crawler.daemon.supervise import SideTask, Supervisor
 from crawler.daemon.webhook import WebhookDelivery
 from crawler.daemon.worker import Worker
-from crawler.db import frontier, migrate
+from crawler.db import frontier, migrate, partitions
 from crawler.db.connect import create_pool, describe
 from crawler.db.errors import DB_ERRORS, DB_UNAVAILABLE, renew_connections
 from crawler.db.estimates import FrontierFigures, frontier_figures
@@ -289,6 +289,9 @@ async def _start(
                                       address_policy=AddressPolicy(settings.allow_networks),
                                       ca_bundle=settings.ca_bundle)
         stack.push_async_callback(webhook_session.close)
+    if plans:  # this month's and the next ones' partitions before the first fetch
+        await partitions.maintain_once(pool, retention_days=settings.observation_retention_days,
+                                       keep_undelivered=bool(settings.webhook_url))
     daemon = Daemon(settings, url, head, owner, pool, metrics, collection, webhook_session, plans)
     daemon.session = session
     started.append(daemon)
@@ -332,6 +335,10 @@ class Daemon:
             tasks.append(SideTask("frontier sampler",
                                   lambda: sample_frontier(self.pool, self.metrics, settings),
                                   required=False))
+            tasks.append(SideTask("partition maintenance", lambda: partitions.keep_partitions(
+                self.pool, retention_days=settings.observation_retention_days,
+                keep_undelivered=bool(settings.webhook_url),
+            ), required=False))
         if self.plans and settings.schedule == "optimal":
 
             def set_policy(policy: SchedulePolicy) -> None:

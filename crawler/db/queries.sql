@@ -693,9 +693,11 @@ ORDER BY s.fetched_at;
 
 -- name: changes_page
 -- One page of the outbox after the keyset cursor (fetched_at, id), for crawler changes.
+-- fetched_at >= $1 adds nothing to the row comparison but lets the months before the cursor
+-- be pruned (a row comparison alone prunes no partition).
 SELECT id, fetched_at, payload, delivered_at
 FROM change_events
-WHERE (fetched_at, id) > ($1, $2)
+WHERE (fetched_at, id) > ($1, $2) AND fetched_at >= $1
 ORDER BY fetched_at, id
 LIMIT $3;
 

@@ -175,7 +175,7 @@ observations = Table(
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"), nullable=False),
-    Column("fetched_at", DateTime(timezone=True), nullable=False),
+    Column("fetched_at", DateTime(timezone=True), primary_key=True),  # partition key
     # ok, not_modified, gone, http_error, network_error, timeout, too_large, ...
     Column("outcome", Text, nullable=False),
     Column("status", SmallInteger, nullable=True),
@@ -192,6 +192,8 @@ observations = Table(
     # Unique: a retried commit after a lost acknowledgement cannot record a fetch twice.
     Index("observations_url_fetched_idx", "url_id", "fetched_at", unique=True),
     Index("observations_fetched_at_idx", "fetched_at"),
+    # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
+    postgresql_partition_by="RANGE (fetched_at)",
 )
 
 # The link graph of windowed sites as last observed: a page's out-links are replaced each
@@ -226,7 +228,7 @@ stored_records = Table(
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"), nullable=False),
-    Column("fetched_at", DateTime(timezone=True), nullable=False),
+    Column("fetched_at", DateTime(timezone=True), primary_key=True),  # partition key
     Column("record_type", Text, nullable=False),
     Column("status", SmallInteger, nullable=True),
     # File name relative to CRAWLER_WARC_DIR, and the gzip member holding the record.
@@ -248,6 +250,8 @@ stored_records = Table(
         postgresql_where=text("record_type = 'response'"),
     ),
     Index("stored_records_file_idx", "warc_file"),
+    # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
+    postgresql_partition_by="RANGE (fetched_at)",
 )
 
 # The change-event outbox: written in the fetch's transaction, delivered by the webhook task
@@ -259,7 +263,7 @@ change_events = Table(
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"), nullable=False),
-    Column("fetched_at", DateTime(timezone=True), nullable=False),
+    Column("fetched_at", DateTime(timezone=True), primary_key=True),  # partition key
     Column("kind", Text, nullable=False),
     Column("payload", JSONB, nullable=False),  # the event JSON without its id
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
@@ -274,6 +278,8 @@ change_events = Table(
     Index("change_events_url_fetched_idx", "url_id", "fetched_at", unique=True),
     Index("change_events_fetched_idx", "fetched_at", "id"),
     Index("change_events_pending_idx", "id", postgresql_where=text("delivered_at IS NULL")),
+    # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
+    postgresql_partition_by="RANGE (fetched_at)",
 )
 
 # Live daemons: each refreshes its row every few seconds; the planner sums the concurrency of

@@ -1,0 +1,141 @@
+"""Migrating a database that holds data: 0001 to the latest revision keeps every URL, its
+schedule, every observation and the collection's rows (issue 13, "Migration"); 0008 turns the
+per-fetch tables into monthly partitions, and its downgrade turns them back."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import asyncpg
+import pytest
+from alembic import command
+
+from crawler.db.migrate import alembic_config, upgrade
+
+pytestmark = pytest.mark.timeout(90)
+
+PER_FETCH = ("observations", "stored_records", "change_events")
+
+
+def utc(*parts: int) -> dt.datetime:
+    return dt.datetime(*parts, tzinfo=dt.UTC)  # type: ignore[misc]
+
+
+FETCHES = [utc(1999, 5, 3), utc(2024, 1, 31, 23, 59), utc(2024, 2, 1), utc(2024, 2, 29, 12)]
+
+
+async def snapshot(conn: asyncpg.Connection, table: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(f"SELECT * FROM {table} ORDER BY id")]
+
+
+def same_columns(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> bool:
+    """Rows equal on the columns they had before (later revisions may add columns)."""
+    return len(before) == len(after) and all(
+        {k: a[k] for k in b} == b for b, a in zip(before, after, strict=True)
+    )
+
+
+async def fill_at_0001(conn: asyncpg.Connection) -> None:
+    await conn.execute(
+        "INSERT INTO hosts (origin, next_due_at) VALUES "
+        "('http://a.example', '2024-03-01Z'), ('http://b.example', NULL)"
+    )
+    await conn.execute(
+        "INSERT INTO urls (url, host_id, state, importance, next_fetch_at, last_fetched_at, "
+        "fetch_count, change_count, changed_intervals_days, unchanged_days, "
+        "change_rate_per_day) "
+        "SELECT 'http://' || h || '.example/p' || i, (SELECT id FROM hosts WHERE origin = "
+        "'http://' || h || '.example'), 'active', i, "
+        "'2024-03-01Z'::timestamptz + i * interval '1 hour', '2024-02-29Z', 4, i, "
+        "ARRAY[1.5, i]::float8[], 2.5 * i, 0.1 * i "
+        "FROM unnest(ARRAY['a', 'b']) AS h, generate_series(1, 3) AS i"
+    )
+    await conn.execute(
+        "INSERT INTO observations (url_id, fetched_at, outcome, status, bytes, "
+        "duration_seconds, simhash, changed) "
+        "SELECT u.id, f, 'ok', 200, 1000 + u.id, 0.25, u.id * 7919, u.id % 2 = 0 "
+        "FROM urls u, unnest($1::timestamptz[]) AS f", FETCHES,
+    )
+
+
+async def fill_collection(conn: asyncpg.Connection) -> None:
+    await conn.execute(
+        "INSERT INTO stored_records (url_id, fetched_at, record_type, status, warc_file, "
+        "warc_offset, warc_length, record_id, payload_digest, payload_bytes) "
+        "SELECT url_id, fetched_at, 'response', 200, 'x.warc.gz', id * 100, 100, "
+        "'<urn:uuid:' || id || '>', 'sha1:AAA', 10 FROM observations"
+    )
+    await conn.execute(
+        "INSERT INTO change_events (url_id, fetched_at, kind, payload, delivered_at) "
+        "SELECT url_id, fetched_at, 'changed', jsonb_build_object('n', id), "
+        "CASE WHEN id % 3 = 0 THEN NULL ELSE '2024-03-01Z'::timestamptz END "
+        "FROM observations WHERE changed"
+    )
+
+
+async def test_0001_to_latest_keeps_every_url_schedule_and_observation(
+    empty_db_url: str,
+) -> None:
+    await upgrade(empty_db_url, "0001")
+    conn = await asyncpg.connect(empty_db_url)
+    try:
+        await fill_at_0001(conn)
+        urls_0001 = await snapshot(conn, "urls")
+        hosts_0001 = await snapshot(conn, "hosts")
+    finally:
+        await conn.close()
+
+    await upgrade(empty_db_url, "0007_watch")
+    conn = await asyncpg.connect(empty_db_url)
+    try:
+        await fill_collection(conn)
+        before = {t: await snapshot(conn, t) for t in PER_FETCH}
+        assert [len(before[t]) for t in PER_FETCH] == [24, 24, 12]
+    finally:
+        await conn.close()
+
+    await upgrade(empty_db_url)  # the latest revision
+    conn = await asyncpg.connect(empty_db_url)
+    try:
+        assert same_columns(urls_0001, await snapshot(conn, "urls"))  # schedules included
+        assert same_columns(hosts_0001, await snapshot(conn, "hosts"))
+        for table in PER_FETCH:
+            assert same_columns(before[table], await snapshot(conn, table)), table
+            assert await conn.fetchval(
+                "SELECT relkind::text FROM pg_class WHERE relname = $1", table
+            ) == "p"
+            # Each row is in its month's partition; the DEFAULT one is empty.
+            assert await conn.fetchval(f"SELECT count(*) FROM {table}_default") == 0
+            for month, rows in (("199905", 1), ("202401", 1), ("202402", 2)):
+                expected = rows * len(before[table]) // len(FETCHES)
+                assert await conn.fetchval(
+                    f"SELECT count(*) FROM {table}_p{month}"
+                ) == expected, (table, month)
+        # New rows continue the same id sequence, and the foreign keys still cascade.
+        url_id = urls_0001[0]["id"]
+        new_id = await conn.fetchval(
+            "INSERT INTO observations (url_id, fetched_at, outcome, duration_seconds) "
+            "VALUES ($1, now(), 'ok', 0.1) RETURNING id", url_id,
+        )
+        assert new_id > max(o["id"] for o in before["observations"])
+        await conn.execute("DELETE FROM urls WHERE id = $1", url_id)
+        for table in PER_FETCH:
+            assert await conn.fetchval(
+                f"SELECT count(*) FROM {table} WHERE url_id = $1", url_id
+            ) == 0
+        after_delete = {t: await snapshot(conn, t) for t in PER_FETCH}
+    finally:
+        await conn.close()
+
+    await asyncio.to_thread(command.downgrade, alembic_config(empty_db_url), "0007_watch")
+    conn = await asyncpg.connect(empty_db_url)
+    try:
+        for table in PER_FETCH:
+            assert await snapshot(conn, table) == after_delete[table], table
+            assert await conn.fetchval(
+                "SELECT relkind::text FROM pg_class WHERE relname = $1", table
+            ) == "r"
+    finally:
+        await conn.close()
