@@ -65,3 +65,21 @@ async def register_window(conn: asyncpg.Connection, root_url: str, size: int,
         changed = await recompute_window(conn, site_id, now)
         return (f"site {origin}: window resized from {old} to {size} pages, in effect now "
                 f"({changed} pages changed membership)")
+
+
+def describe_patterns(include: list[str], exclude: list[str]) -> str:
+    """A site's own patterns in one cell: ``+INCLUDE ... -EXCLUDE ...`` ('-' when none)."""
+    parts = [f"+{p}" for p in include] + [f"-{p}" for p in exclude]
+    return " ".join(parts) if parts else "-"
+
+
+async def register_patterns(conn: asyncpg.Connection, root_url: str, include: list[str],
+                            exclude: list[str]) -> str:
+    """Store the site's own URL patterns (replacing its old ones); what is now in force."""
+    from crawler.db.windows import set_site_patterns
+
+    site = await window_of_origin(conn, root_url)
+    assert site is not None, "register_window ran first"
+    await set_site_patterns(conn, int(site["id"]), include, exclude)
+    return (f"site {origin_of(root_url)}: URL patterns {describe_patterns(include, exclude)} "
+            "(after CRAWLER_INCLUDE / CRAWLER_EXCLUDE)")
