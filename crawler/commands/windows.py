@@ -69,8 +69,9 @@ async def register_window(conn: asyncpg.Connection, root_url: str, size: int,
 
 def describe_patterns(include: list[str], exclude: list[str]) -> str:
     """A site's own patterns in one cell: ``+INCLUDE ... -EXCLUDE ...`` ('-' when none)."""
-    parts = [f"+{p}" for p in include] + [f"-{p}" for p in exclude]
-    return " ".join(parts) if parts else "-"
+    from crawler.core.patterns import describe
+
+    return describe(include, exclude) or "-"
 
 
 async def register_patterns(conn: asyncpg.Connection, root_url: str, include: list[str],

@@ -110,3 +110,8 @@ def partition(
         else:
             rejected[reason] = rejected.get(reason, 0) + 1
     return kept, rejected
+
+
+def describe(include: Sequence[str], exclude: Sequence[str]) -> str:
+    """Patterns in one line: ``+INCLUDE … -EXCLUDE …``, or '' when there are none."""
+    return " ".join([f"+{p}" for p in include] + [f"-{p}" for p in exclude])

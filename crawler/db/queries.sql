@@ -276,7 +276,8 @@ SELECT state, count(*) AS n FROM urls GROUP BY state ORDER BY state;
 
 -- name: url_row
 SELECT u.*, h.origin, s.root_url AS site_root_url, s.watch_css AS site_watch_css,
-       s.ignore_css AS site_ignore_css
+       s.ignore_css AS site_ignore_css, s.include_patterns AS site_include,
+       s.exclude_patterns AS site_exclude
 FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
 LEFT JOIN sites AS s ON s.id = u.site_id
 WHERE u.url = $1;

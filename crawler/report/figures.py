@@ -140,7 +140,7 @@ def _visible_tick_labels(axis: Any, renderer: Any) -> list[tuple[Text, Bbox]]:
 
 def overlapping_tick_labels(figure: Figure) -> list[tuple[str, str]]:
     """Pairs of drawn tick labels whose boxes overlap (on any axis of ``figure``)."""
-    figure.canvas.draw()
+    figure.draw_without_rendering()  # lays out the ticks and labels, draws no pixels
     renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
     clashes = []
     for axes in figure.axes:
