@@ -68,10 +68,15 @@ def _new_axes() -> tuple[Figure, Axes]:
 
 
 def _save_figure(figure: Figure, path: Path) -> Path:
-    """Thin out clashing tick labels, then write the PNG."""
-    declutter_ticks(figure)
+    """Write the PNG; when its tick labels clash, thin them out and write it again.
+
+    The check reads the label boxes of the drawing just saved, so a figure without clashes
+    costs no extra layout."""
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", dpi=_DPI)
+    if overlapping_tick_labels(figure, drawn=True):
+        declutter_ticks(figure)
+        figure.savefig(path, format="png", dpi=_DPI)
     return path
 
 
@@ -138,44 +143,57 @@ def _visible_tick_labels(axis: Any, renderer: Any) -> list[tuple[Text, Bbox]]:
     return shown
 
 
-def overlapping_tick_labels(figure: Figure) -> list[tuple[str, str]]:
-    """Pairs of drawn tick labels whose boxes overlap (on any axis of ``figure``)."""
-    figure.draw_without_rendering()  # lays out the ticks and labels, draws no pixels
+def _axis_clashes(axis: Any, renderer: Any) -> list[tuple[str, str]]:
+    shown = _visible_tick_labels(axis, renderer)
+    return [
+        (a.get_text(), b.get_text())
+        for i, (a, box_a) in enumerate(shown)
+        for b, box_b in shown[i + 1:]
+        if box_a.overlaps(box_b)
+    ]
+
+
+def _axes_of(figure: Figure) -> list[Any]:
+    return [axis for axes in figure.axes for axis in (axes.xaxis, axes.yaxis)]
+
+
+def overlapping_tick_labels(figure: Figure, *, drawn: bool = False) -> list[tuple[str, str]]:
+    """Pairs of drawn tick labels whose boxes overlap (on any axis of ``figure``); ``drawn``:
+    the figure has just been drawn at its own dpi, so its layout is read as it is."""
+    if not drawn:
+        figure.draw_without_rendering()  # lays out the ticks and labels, draws no pixels
     renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
-    clashes = []
-    for axes in figure.axes:
-        for axis in (axes.xaxis, axes.yaxis):
-            shown = _visible_tick_labels(axis, renderer)
-            for i, (a, box_a) in enumerate(shown):
-                for b, box_b in shown[i + 1:]:
-                    if box_a.overlaps(box_b):
-                        clashes.append((a.get_text(), b.get_text()))
-    return clashes
+    return [clash for axis in _axes_of(figure) for clash in _axis_clashes(axis, renderer)]
 
 
 def declutter_ticks(figure: Figure) -> None:
-    """Make tick labels that collide readable: drop minor labels, then rotate the x labels,
-    then show every k-th label only, until none overlap."""
-    if not overlapping_tick_labels(figure):
-        return
-    for axes in figure.axes:
-        for axis in (axes.xaxis, axes.yaxis):
-            axis.set_minor_formatter(NullFormatter())
-    if not overlapping_tick_labels(figure):
-        return
-    for axes in figure.axes:
-        axes.tick_params(axis="x", which="both", labelrotation=30)
-        for label in axes.get_xticklabels(which="both"):
-            label.set_horizontalalignment("right")
-            label.set_rotation_mode("anchor")
-    step = 2
+    """Make colliding tick labels readable, on the axes where they collide only: drop the
+    minor labels, then rotate x labels, then show every k-th label, until none overlap."""
+    figure.draw_without_rendering()
     renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
-    while overlapping_tick_labels(figure) and step <= 64:
-        for axes in figure.axes:
-            for axis in (axes.xaxis, axes.yaxis):
-                shown = _visible_tick_labels(axis, renderer)
-                for index, (label, _) in enumerate(shown):
-                    label.set_visible(index % step == 0)
+    clashing = [axis for axis in _axes_of(figure) if _axis_clashes(axis, renderer)]
+    if not clashing:
+        return
+    for axis in clashing:
+        axis.set_minor_formatter(NullFormatter())
+    figure.draw_without_rendering()
+    clashing = [axis for axis in clashing if _axis_clashes(axis, renderer)]
+    for axis in clashing:
+        if axis.axis_name == "x":
+            axis.axes.tick_params(axis="x", which="both", labelrotation=30)
+            for label in axis.get_ticklabels(which="both"):
+                label.set_horizontalalignment("right")
+                label.set_rotation_mode("anchor")
+    step = 2
+    while step <= 64:
+        figure.draw_without_rendering()
+        clashing = [axis for axis in clashing if _axis_clashes(axis, renderer)]
+        if not clashing:
+            return
+        for axis in clashing:
+            shown = _visible_tick_labels(axis, renderer)
+            for index, (label, _) in enumerate(shown):
+                label.set_visible(index % step == 0)
         step *= 2
 
 
