@@ -7,6 +7,7 @@ lifetimes are drawn from a known Weibull, fetched every two days for spans of 10
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 import re
@@ -90,10 +91,13 @@ async def fill_synthetic(url: str, pages: int, seed: int = 7) -> None:
 def referenced_images(index: Path) -> list[str]:
     """The PNG files the page's images are copies of; each is embedded as a data: URI."""
     page = index.read_text(encoding="utf-8")
-    images = re.findall(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]+" data-file="([^"]+)"',
-                        page)
-    assert len(images) == page.count("<img ")
-    return images
+    embedded = re.findall(
+        r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" data-file="([^"]+)"', page
+    )
+    assert len(embedded) == page.count("<img ")
+    for data, name in embedded:  # the embedded PNG is the file written beside the page
+        assert base64.b64decode(data, validate=True) == (index.parent / name).read_bytes()
+    return [name for _, name in embedded]
 
 
 def assert_png(path: Path) -> None:
