@@ -237,7 +237,9 @@ def transition(
         schedule=schedule,
         host=host_update(host, result, config.breaker, now=now, rng_value=rng_value),
         redirect_to=target if permanent else result.redirect_to,
-        seed=target if permanent else None,
+        # A permanent redirect's target is seeded only if the global URL patterns pass it.
+        seed=target if permanent and config.url_filter.rejection(target or "") is None
+        else None,
         window=window,
         event=change_event(record, obs),
     )

@@ -106,3 +106,21 @@ def test_window_discovery_skips_links_the_global_patterns_reject() -> None:
         now=NOW, rng_value=0.5,
     )
     assert unfiltered.window is not None and len(unfiltered.window.out_links or ()) == 4
+
+
+def test_a_permanent_redirect_seeds_its_target_only_if_the_global_patterns_pass_it() -> None:
+    settings = Settings(exclude=r"\.pdf$")  # type: ignore[arg-type]
+    config = transition_config(settings, max_outlinks=100, max_depth=3)
+    host = HostContext(HostHealth(), delay_seconds=2.0, next_request_at=NOW - 5.0)
+
+    def redirected(to: str) -> FetchResult:
+        return FetchResult(fetched_at=NOW, duration_seconds=0.1, outcome=Outcome.OK,
+                           status=200, body=b"<p>x</p>", content_type="text/html",
+                           redirect_to=to)
+
+    refused = transition(UrlRecord(1, "http://a.test/doc"), redirected("http://a.test/doc.pdf"),
+                         host, config, now=NOW, rng_value=0.5)
+    assert refused.seed is None and refused.redirect_to == "http://a.test/doc.pdf"
+    passed = transition(UrlRecord(1, "http://a.test/doc"), redirected("http://a.test/doc2"),
+                        host, config, now=NOW, rng_value=0.5)
+    assert passed.seed == "http://a.test/doc2"
