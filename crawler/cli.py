@@ -236,7 +236,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
             if args.window is not None:
                 from crawler.commands.windows import (
-                    register_patterns,
+                    patterns_line,
                     register_window,
                     window_of_origin,
                 )
@@ -244,11 +244,12 @@ def cmd_seed(args: argparse.Namespace) -> int:
                 async with pool.acquire() as conn:
                     await window_of_origin(conn, urls[0])  # refuses a second root first
                 result = await frontier.seed(pool, [(urls[0], args.importance)], time.time())
+                patterns = (args.site_include or [], args.site_exclude or [])
                 async with pool.acquire() as conn:
-                    print(await register_window(conn, urls[0], args.window, time.time()))
+                    print(await register_window(conn, urls[0], args.window, time.time(),
+                                                patterns if set_patterns else None))
                     if set_patterns:
-                        print(await register_patterns(conn, urls[0], args.site_include or [],
-                                                      args.site_exclude or []))
+                        print(patterns_line(urls[0], *patterns))
                     await seed_region(conn, urls[:1], args, window=True)
                 return result
             inserted = already = 0

@@ -45,18 +45,23 @@ async def window_of_origin(conn: asyncpg.Connection, root_url: str) -> asyncpg.R
 
 
 async def register_window(conn: asyncpg.Connection, root_url: str, size: int,
-                          now: float) -> str:
+                          now: float, patterns: tuple[list[str], list[str]] | None = None
+                          ) -> str:
     """Register (or resize) the window of ``root_url``'s site; what happened, in one line.
 
     A second root on an origin that has a window is refused: one window per site. A new size
-    takes effect at once (the window is recomputed in the same transaction).
+    takes effect at once (the window is recomputed in the same transaction). ``patterns``
+    (include, exclude), when given, replace the site's own URL patterns in that transaction,
+    before its root can be fetched: no link escapes them.
     """
-    from crawler.db.windows import recompute_window, register_site
+    from crawler.db.windows import recompute_window, register_site, set_site_patterns
 
     origin = origin_of(root_url)
     existing = await window_of_origin(conn, root_url)
     async with conn.transaction():
         site_id = await register_site(conn, root_url, size)
+        if patterns is not None:
+            await set_site_patterns(conn, site_id, *patterns)
         if existing is None:
             return f"site {origin}: window of {size} pages rooted at {root_url}"
         old = int(existing["window_size"])
@@ -74,13 +79,7 @@ def describe_patterns(include: list[str], exclude: list[str]) -> str:
     return describe(include, exclude) or "-"
 
 
-async def register_patterns(conn: asyncpg.Connection, root_url: str, include: list[str],
-                            exclude: list[str]) -> str:
-    """Store the site's own URL patterns (replacing its old ones); what is now in force."""
-    from crawler.db.windows import set_site_patterns
-
-    site = await window_of_origin(conn, root_url)
-    assert site is not None, "register_window ran first"
-    await set_site_patterns(conn, int(site["id"]), include, exclude)
+def patterns_line(root_url: str, include: list[str], exclude: list[str]) -> str:
+    """What `seed --window --include/--exclude` put in force, in one line."""
     return (f"site {origin_of(root_url)}: URL patterns {describe_patterns(include, exclude)} "
             "(after CRAWLER_INCLUDE / CRAWLER_EXCLUDE)")
