@@ -85,9 +85,6 @@ def site_filter(include: Sequence[str], exclude: Sequence[str]) -> UrlFilter:
     return url_filter(include, exclude, include_label="--include", exclude_label="--exclude")
 
 
-NO_FILTER = UrlFilter((), (), "CRAWLER_INCLUDE", "CRAWLER_EXCLUDE")
-
-
 def rejection(filters: Iterable[UrlFilter], url: str) -> str | None:
     """The label of the first filter (in order) that rejects ``url``, or None."""
     for f in filters:
