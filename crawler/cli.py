@@ -17,12 +17,15 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from crawler import __version__
 from crawler.commands.errors import PARTIAL, UserError
 from crawler.commands.options import DB_OPTIONS, add_setting
 from crawler.settings import Settings, env_name
+
+if TYPE_CHECKING:
+    from crawler.core.patterns import UrlFilter
 
 log = logging.getLogger("crawler")
 
@@ -164,6 +167,28 @@ def check_seed_args(args: argparse.Namespace) -> None:
     if args.file and not Path(args.file).is_file():
         raise UserError(f"seed file {args.file} does not exist or is not a file "
                         "(crawler seed --file PATH)")
+    if (args.site_include or args.site_exclude) and args.window is None:
+        raise UserError("--include and --exclude are a windowed site's own patterns: they need "
+                        "--window N (for every seed and link, set CRAWLER_INCLUDE / "
+                        "CRAWLER_EXCLUDE)")
+    seed_filters(args, load_settings(args))  # a bad pattern: one line, exit 2, before any I/O
+
+
+def seed_filters(args: argparse.Namespace, settings: Settings) -> list[UrlFilter]:
+    """The global URL patterns, then (with --window) the site's own, in that order."""
+    from crawler.core.patterns import PatternError, global_filter, site_filter
+
+    filters = [global_filter(settings.include, settings.exclude)]
+    try:
+        filters.append(site_filter(args.site_include or [], args.site_exclude or []))
+    except PatternError as error:
+        raise UserError(str(error)) from None
+    return filters
+
+
+def rejection_summary(rejected: dict[str, int]) -> str:
+    """', 3 rejected by CRAWLER_EXCLUDE, 1 rejected by --include' (empty when none were)."""
+    return "".join(f", {n} rejected by {label}" for label, n in sorted(rejected.items()))
 
 
 def cmd_seed(args: argparse.Namespace) -> int:
@@ -192,6 +217,16 @@ def cmd_seed(args: argparse.Namespace) -> int:
     if args.window is not None and len(urls) != 1:
         print("crawler seed --window takes exactly one root URL", file=sys.stderr)
         return 2
+    from crawler.core.patterns import partition, rejection
+
+    filters = seed_filters(args, settings)
+    if args.window is not None:
+        reason = rejection(filters, urls[0])
+        if reason is not None:
+            raise UserError(f"the window's root {urls[0]} is rejected by {reason}; "
+                            "change the patterns or the root")
+    urls, rejected = partition(filters, urls)
+    set_patterns = args.site_include is not None or args.site_exclude is not None
     committed = [0, 0]  # new, already known: what earlier batches committed
 
     async def go() -> frontier.SeedResult:
@@ -200,13 +235,21 @@ def cmd_seed(args: argparse.Namespace) -> int:
             from crawler.commands.watch import seed_region
 
             if args.window is not None:
-                from crawler.commands.windows import register_window, window_of_origin
+                from crawler.commands.windows import (
+                    patterns_line,
+                    register_window,
+                    window_of_origin,
+                )
 
                 async with pool.acquire() as conn:
                     await window_of_origin(conn, urls[0])  # refuses a second root first
                 result = await frontier.seed(pool, [(urls[0], args.importance)], time.time())
+                patterns = (args.site_include or [], args.site_exclude or [])
                 async with pool.acquire() as conn:
-                    print(await register_window(conn, urls[0], args.window, time.time()))
+                    print(await register_window(conn, urls[0], args.window, time.time(),
+                                                patterns if set_patterns else None))
+                    if set_patterns:
+                        print(patterns_line(urls[0], *patterns))
                     await seed_region(conn, urls[:1], args, window=True)
                 return result
             inserted = already = 0
@@ -239,7 +282,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
               "run the same command again", file=sys.stderr)
         return PARTIAL
     print(f"seeded {plural(result.inserted, 'new URL')} ({result.already_known} already known, "
-          f"{len(errors)} rejected)")
+          f"{len(errors)} malformed{rejection_summary(rejected)})")
     return PARTIAL if errors else 0
 
 
@@ -268,14 +311,16 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def cmd_sites(args: argparse.Namespace) -> int:
+    from crawler.commands.windows import describe_patterns
     from crawler.db.windows import sites_summary
 
     sites = _with_conn(load_settings(args), sites_summary)
     if args.json:
         print(json.dumps(sites, indent=2))
     else:
-        print(_table(sites, ("root_url", "window_size", "in_window", "discovered", "entered",
-                             "left")))
+        rows = [{**s, "patterns": describe_patterns(s["include"], s["exclude"])} for s in sites]
+        print(_table(rows, ("root_url", "window_size", "in_window", "discovered", "entered",
+                            "left", "patterns")))
     return 0
 
 
@@ -443,6 +488,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=positive_int, default=None, metavar="N",
                    help="Register the URL's site with a breadth-first window of N pages "
                         "rooted at it (page-window discovery).")
+    p.add_argument("--include", dest="site_include", action="append", default=None,
+                   metavar="PATTERN",
+                   help="With --window: a link the site discovers must match one of these "
+                        "patterns (a Python regular expression searched in the whole URL; "
+                        "repeatable), after CRAWLER_INCLUDE. Given patterns replace the site's.")
+    p.add_argument("--exclude", dest="site_exclude", action="append", default=None,
+                   metavar="PATTERN",
+                   help="With --window: links matching this pattern (a Python regular "
+                        "expression searched in the whole URL; repeatable) are not discovered, "
+                        "after CRAWLER_EXCLUDE. Given patterns replace the site's.")
     from crawler.commands.watch import add_region_options
 
     add_region_options(p, "these URLs (or, with --window, every page of the window)")

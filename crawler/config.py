@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from crawler.core.backoff import CircuitBreaker
+from crawler.core.patterns import global_filter
 from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import TransitionConfig
 from crawler.settings import Settings
@@ -65,5 +66,6 @@ def transition_config(
         max_depth=settings.max_depth,
         breaker=circuit_breaker(settings),
         schedule=schedule if schedule is not None else schedule_policy(settings),
+        url_filter=global_filter(settings.include, settings.exclude),
     )
     return overridden(config, overrides)

@@ -145,6 +145,18 @@ class Settings(BaseSettings):
         description="CIDRs the crawler may connect to despite SSRF protection, "
         "comma-separated (e.g. 127.0.0.0/8,10.1.0.0/16; a JSON list also works).",
     )
+    include: CommaList = Field(
+        default_factory=list,
+        description="URL patterns (Python regular expressions, re.search on the whole URL) a "
+        "URL must match one of to be seeded or discovered; empty: every URL. Comma-separated, "
+        "or a JSON list when a pattern holds a comma.",
+    )
+    exclude: CommaList = Field(
+        default_factory=list,
+        description="URL patterns (Python regular expressions, re.search on the whole URL) "
+        "that keep a URL from being seeded or discovered (e.g. \\.pdf$). Comma-separated, or "
+        "a JSON list.",
+    )
     keep_alive: bool = Field(
         True,
         description="Reuse one connection for a host's URLs within a lease (closed on any "
@@ -252,6 +264,16 @@ class Settings(BaseSettings):
             )
         return self
 
+    @field_validator("include")
+    @classmethod
+    def _valid_include(cls, patterns: list[str]) -> list[str]:
+        return _check_patterns(patterns)
+
+    @field_validator("exclude")
+    @classmethod
+    def _valid_exclude(cls, patterns: list[str]) -> list[str]:
+        return _check_patterns(patterns)
+
     @field_validator("allow_networks")
     @classmethod
     def _valid_networks(cls, networks: list[str]) -> list[str]:
@@ -261,6 +283,17 @@ class Settings(BaseSettings):
             except ValueError:
                 raise ValueError(f"{cidr!r} is not a CIDR network such as 127.0.0.0/8") from None
         return networks
+
+
+def _check_patterns(patterns: list[str]) -> list[str]:
+    from crawler.core.patterns import PatternError, compile_pattern
+
+    for pattern in patterns:
+        try:
+            compile_pattern(pattern)
+        except PatternError as error:
+            raise ValueError(str(error)) from None
+    return patterns
 
 
 def env_name(field: str) -> str:

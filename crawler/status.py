@@ -176,6 +176,7 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
     shown = {name: _jsonable(row[name]) for name in URL_FIELDS}
     shown["last_simhash"] = _hex64(row["last_simhash"])
     shown["region"] = region_shown(row)
+    shown["site_patterns"] = site_patterns_shown(row)
     shown["observations"] = [
         {**{k: _jsonable(v) for k, v in o.items()}, "simhash": _hex64(o["simhash"])}
         for o in observations
@@ -200,8 +201,20 @@ def region_shown(row: asyncpg.Record) -> str:
     return f"{region.describe()} ({source})"
 
 
+def site_patterns_shown(row: asyncpg.Record) -> str | None:
+    """The URL patterns of the URL's window (crawler.core.patterns); None outside a window."""
+    if row["site_root_url"] is None:
+        return None
+    from crawler.core.patterns import describe
+
+    patterns = describe(row["site_include"], row["site_exclude"]) or "none"
+    return f"{patterns} (window of {row['site_root_url']})"
+
+
 def render_url(shown: dict[str, Any]) -> str:
     lines = [f"{k:<24} {shown[k]}" for k in (*URL_FIELDS, "region")]
+    if shown.get("site_patterns") is not None:
+        lines.append(f"{'site_patterns':<24} {shown['site_patterns']}")
     lines.append("")
     lines.append(f"{'fetched_at':<33} {'outcome':<13} {'status':>6} {'bytes':>8} "
                  f"{'dist':>4} changed")

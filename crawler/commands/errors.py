@@ -30,8 +30,19 @@ class UserError(Exception):
         self.code = code
 
 
+# Settings with no command-line option of the same name (`seed --include` is a site's own).
+_NO_OPTION = frozenset({"include", "exclude"})
+
+
 def option_name(field: str) -> str:
     return "--" + field.replace("_", "-")
+
+
+def _setting_name(field: str) -> str:
+    """The variable behind a setting, and its option when it has one."""
+    if field in _NO_OPTION:
+        return env_name(field)
+    return f"{env_name(field)} ({option_name(field)})"
 
 
 def settings_error(error: Exception) -> UserError:
@@ -41,12 +52,12 @@ def settings_error(error: Exception) -> UserError:
         field = str(first["loc"][0]) if first["loc"] else ""
         message = first["msg"].removeprefix("Value error, ")
         if field in Settings.model_fields:
-            return UserError(f"invalid {env_name(field)} ({option_name(field)}): {message}")
+            return UserError(f"invalid {_setting_name(field)}: {message}")
         return UserError(f"invalid configuration: {message}")
     text = " ".join(str(error).split())
     for field in Settings.model_fields:
         if f'"{field}"' in text:
-            return UserError(f"invalid {env_name(field)} ({option_name(field)}): {text}")
+            return UserError(f"invalid {_setting_name(field)}: {text}")
     return UserError(f"invalid configuration: {text}")
 
 

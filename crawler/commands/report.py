@@ -1,4 +1,4 @@
-"""`crawler report --out DIR`: the change report, an HTML page with PNG plots.
+"""`crawler report --out DIR`: the change report, one HTML page with its PNG plots embedded.
 
 What the crawler has observed (lifetime CDF, change arrivals, estimated rates, planned
 revisit intervals, hosts) and what it implies for capacity (Brewington & Cybenko's (α, β)

@@ -45,18 +45,23 @@ async def window_of_origin(conn: asyncpg.Connection, root_url: str) -> asyncpg.R
 
 
 async def register_window(conn: asyncpg.Connection, root_url: str, size: int,
-                          now: float) -> str:
+                          now: float, patterns: tuple[list[str], list[str]] | None = None
+                          ) -> str:
     """Register (or resize) the window of ``root_url``'s site; what happened, in one line.
 
     A second root on an origin that has a window is refused: one window per site. A new size
-    takes effect at once (the window is recomputed in the same transaction).
+    takes effect at once (the window is recomputed in the same transaction). ``patterns``
+    (include, exclude), when given, replace the site's own URL patterns in that transaction,
+    before its root can be fetched: no link escapes them.
     """
-    from crawler.db.windows import recompute_window, register_site
+    from crawler.db.windows import recompute_window, register_site, set_site_patterns
 
     origin = origin_of(root_url)
     existing = await window_of_origin(conn, root_url)
     async with conn.transaction():
         site_id = await register_site(conn, root_url, size)
+        if patterns is not None:
+            await set_site_patterns(conn, site_id, *patterns)
         if existing is None:
             return f"site {origin}: window of {size} pages rooted at {root_url}"
         old = int(existing["window_size"])
@@ -65,3 +70,16 @@ async def register_window(conn: asyncpg.Connection, root_url: str, size: int,
         changed = await recompute_window(conn, site_id, now)
         return (f"site {origin}: window resized from {old} to {size} pages, in effect now "
                 f"({changed} pages changed membership)")
+
+
+def describe_patterns(include: list[str], exclude: list[str]) -> str:
+    """A site's own patterns in one cell: ``+INCLUDE ... -EXCLUDE ...`` ('-' when none)."""
+    from crawler.core.patterns import describe
+
+    return describe(include, exclude) or "-"
+
+
+def patterns_line(root_url: str, include: list[str], exclude: list[str]) -> str:
+    """What `seed --window --include/--exclude` put in force, in one line."""
+    return (f"site {origin_of(root_url)}: URL patterns {describe_patterns(include, exclude)} "
+            "(after CRAWLER_INCLUDE / CRAWLER_EXCLUDE)")

@@ -27,6 +27,7 @@ from crawler.core.model import (
     UrlState,
 )
 from crawler.core.observe import as_permanent_redirect, observe, updated_record
+from crawler.core.patterns import UrlFilter
 from crawler.core.schedule import SchedulePolicy, next_fetch
 
 ROBOTS_ERROR_KIND = "robots_txt"
@@ -90,6 +91,7 @@ class TransitionConfig:
     max_depth: int
     breaker: CircuitBreaker
     schedule: SchedulePolicy
+    url_filter: UrlFilter  # CRAWLER_INCLUDE / CRAWLER_EXCLUDE, applied to discovered links
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +121,18 @@ def forbidden(now: float) -> FetchResult:
     )
 
 
-def window_links(record: UrlRecord, page: ParsedPage, max_depth: int) -> tuple[str, ...]:
-    """The out-links that may join the page's window: same site, not traps, not too deep."""
+def window_links(
+    record: UrlRecord, page: ParsedPage, max_depth: int, url_filter: UrlFilter
+) -> tuple[str, ...]:
+    """The out-links that may join the page's window: same site, not traps, not too deep,
+    passed by the global URL patterns (the site's own are applied where they are stored)."""
     if (record.depth or 0) + 1 > max_depth:
         return ()
     origin = site_of(record.url)
     return tuple(
-        link.url for link in page.links if site_of(link.url) == origin and not is_trap(link.url)
+        link.url for link in page.links
+        if site_of(link.url) == origin and not is_trap(link.url)
+        and url_filter.rejection(link.url) is None
     )
 
 
@@ -214,7 +221,7 @@ def transition(
     if record.site_id is not None and not permanent:
         links: tuple[str, ...] | None = None
         if page is not None:
-            links = window_links(record, page, config.max_depth)
+            links = window_links(record, page, config.max_depth, config.url_filter)
         elif obs.outcome == Outcome.GONE:
             links = ()
         window = WindowUpdate(
@@ -230,7 +237,9 @@ def transition(
         schedule=schedule,
         host=host_update(host, result, config.breaker, now=now, rng_value=rng_value),
         redirect_to=target if permanent else result.redirect_to,
-        seed=target if permanent else None,
+        # A permanent redirect's target is seeded only if the global URL patterns pass it.
+        seed=target if permanent and config.url_filter.rejection(target or "") is None
+        else None,
         window=window,
         event=change_event(record, obs),
     )

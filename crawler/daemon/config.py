@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from crawler.config import circuit_breaker, overridden, schedule_policy
+from crawler.core.patterns import global_filter
 from crawler.core.robots import product_token
 from crawler.daemon.planner import PlannerInputs
 from crawler.daemon.worker import WorkerConfig
@@ -50,6 +51,7 @@ def worker_config(settings: Settings, owner: str) -> WorkerConfig:
         max_depth=settings.max_depth,
         limits=fetch_limits(settings),
         schedule=schedule_policy(settings),
+        url_filter=global_filter(settings.include, settings.exclude),
     )
 
 

@@ -22,6 +22,7 @@ import asyncpg
 
 from crawler.core.backoff import CircuitBreaker, HostHealth
 from crawler.core.model import FetchResult, Outcome, UrlRecord
+from crawler.core.patterns import UrlFilter
 from crawler.core.robots import (
     DISALLOW_ALL,
     UNREACHABLE,
@@ -78,6 +79,7 @@ class WorkerConfig:
     max_depth: int
     limits: FetchLimits
     schedule: SchedulePolicy  # replaced by the planner as it re-solves
+    url_filter: UrlFilter  # CRAWLER_INCLUDE / CRAWLER_EXCLUDE
 
     def transition_config(self) -> TransitionConfig:
         """The policy of one fetch's transition (the planner may have replaced ``schedule``)."""
@@ -87,6 +89,7 @@ class WorkerConfig:
             max_depth=self.max_depth,
             breaker=self.breaker,
             schedule=self.schedule,
+            url_filter=self.url_filter,
         )
 
 

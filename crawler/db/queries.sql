@@ -276,7 +276,8 @@ SELECT state, count(*) AS n FROM urls GROUP BY state ORDER BY state;
 
 -- name: url_row
 SELECT u.*, h.origin, s.root_url AS site_root_url, s.watch_css AS site_watch_css,
-       s.ignore_css AS site_ignore_css
+       s.ignore_css AS site_ignore_css, s.include_patterns AS site_include,
+       s.exclude_patterns AS site_exclude
 FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
 LEFT JOIN sites AS s ON s.id = u.site_id
 WHERE u.url = $1;
@@ -466,7 +467,7 @@ FROM unnest($1::bigint[], $2::int[], $3::bool[]) AS t(id, depth, inside)
 WHERE u.id = t.id;
 
 -- name: sites_summary
-SELECT s.id, s.root_url, s.window_size, s.created_at,
+SELECT s.id, s.root_url, s.window_size, s.created_at, s.include_patterns, s.exclude_patterns,
        count(u.id) AS discovered,
        count(u.id) FILTER (WHERE u.in_window) AS in_window,
        count(u.id) FILTER (WHERE u.entered_window_at IS NOT NULL) AS entered,
@@ -752,3 +753,11 @@ SELECT u.watch_css, u.ignore_css, u.fingerprint_region, s.root_url AS site_root_
        s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
 FROM urls AS u LEFT JOIN sites AS s ON s.id = u.site_id
 WHERE u.url = $1;
+
+-- name: set_site_patterns
+-- A windowed site's own URL patterns (crawler seed --window N --include P --exclude P).
+UPDATE sites SET include_patterns = $2, exclude_patterns = $3 WHERE id = $1;
+
+-- name: site_patterns
+-- A windowed site's own URL patterns, by primary key, for filtering the links a fetch found.
+SELECT include_patterns, exclude_patterns FROM sites WHERE id = $1;

@@ -87,6 +87,10 @@ sites = Table(
     # (crawler.core.region): CSS selectors of the elements kept, and of those removed.
     Column("watch_css", Text, nullable=True),
     Column("ignore_css", Text, nullable=True),
+    # URL patterns (crawler.core.patterns) the window's discovered links must match / must not
+    # match, after the global CRAWLER_INCLUDE / CRAWLER_EXCLUDE.
+    Column("include_patterns", ARRAY(Text), nullable=False, server_default=text("'{}'::text[]")),
+    Column("exclude_patterns", ARRAY(Text), nullable=False, server_default=text("'{}'::text[]")),
 )
 
 urls = Table(

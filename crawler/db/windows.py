@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 
+from crawler.core.patterns import site_filter
 from crawler.core.transition import Transition
 from crawler.core.window import (
     Lifespan,
@@ -33,6 +34,27 @@ async def register_site(conn: asyncpg.Connection, root_url: str, window_size: in
     return site_id
 
 
+async def set_site_patterns(
+    conn: asyncpg.Connection, site_id: int, include: Sequence[str], exclude: Sequence[str]
+) -> None:
+    """A windowed site's own URL patterns (checked by the caller), replacing its old ones."""
+    await conn.execute(QUERIES["set_site_patterns"], site_id, list(include), list(exclude))
+
+
+async def site_link_filter(conn: asyncpg.Connection, site_id: int, targets: Sequence[str]
+                           ) -> list[str]:
+    """``targets`` the site's own patterns pass (the global ones ran in the transition).
+
+    A stored pattern that no longer compiles (it was checked when stored) is not silently
+    skipped: it raises, and the fetch's transaction fails loudly.
+    """
+    row = await conn.fetchrow(QUERIES["site_patterns"], site_id)
+    if row is None or not (row["include_patterns"] or row["exclude_patterns"]):
+        return list(targets)
+    f = site_filter(row["include_patterns"], row["exclude_patterns"])
+    return [t for t in targets if f.rejection(t) is None]
+
+
 async def store_out_links(
     conn: asyncpg.Connection,
     url_id: int,
@@ -47,7 +69,7 @@ async def store_out_links(
     New URLs join the site parked; those found on the page's first fetch existed before
     observation began. Returns whether the page's out-links changed.
     """
-    unique = list(dict.fromkeys(targets))
+    unique = await site_link_filter(conn, site_id, list(dict.fromkeys(targets)))
     ids: list[int] = (
         [r["id"] for r in await conn.fetch(
             QUERIES["discover_urls"], unique, [host_id] * len(unique), site_id, first_fetch
@@ -113,6 +135,8 @@ async def sites_summary(conn: asyncpg.Connection) -> list[dict[str, Any]]:
         {
             "root_url": r["root_url"],
             "window_size": r["window_size"],
+            "include": list(r["include_patterns"]),
+            "exclude": list(r["exclude_patterns"]),
             "in_window": r["in_window"],
             "discovered": r["discovered"],
             "entered": r["entered"],

@@ -12,12 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.ticker import NullFormatter
+from matplotlib.transforms import Bbox
 
 from crawler.core import capacity
 from crawler.core.lifetime_fit import PageObservation, observed_lifetime_cdf
@@ -63,18 +67,134 @@ def _new_axes() -> tuple[Figure, Axes]:
     return figure, figure.add_subplot()
 
 
-def _save(figure: Figure, path: Path) -> Path:
+def _save_figure(figure: Figure, path: Path) -> Path:
+    """Write the PNG; when its tick labels clash, thin them out and write it again.
+
+    The check reads the label boxes of the drawing just saved, so a figure without clashes
+    costs no extra layout."""
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", dpi=_DPI)
+    if overlapping_tick_labels(figure, drawn=True):
+        declutter_ticks(figure)
+        figure.savefig(path, format="png", dpi=_DPI)
     return path
+
+
+def _save(figure: Figure | None, path: Path) -> Path | None:
+    return None if figure is None else _save_figure(figure, path)
+
+
+# Estimates closer than this (relative) are "all equal": an axis spanning 3.33328e-2 to
+# 3.33333e-2 shows rounding noise, not a distribution.
+EQUAL_RELATIVE_SPREAD = 1e-3
+
+
+def equal_value(values: FloatArray) -> float | None:
+    """The common value when every (positive) value is the same up to rounding, else None."""
+    if values.size == 0:
+        return None
+    low, high = float(values.min()), float(values.max())
+    if low > 0 and high <= low * (1.0 + EQUAL_RELATIVE_SPREAD):
+        return float(np.median(values))
+    return None
+
+
+def _log_histogram(axes: Axes, values: FloatArray, color: str, unit: str) -> None:
+    """A histogram on a log x axis; when every value is the same, one bar, a decade wide
+    axis around it, and a note saying so (not an axis spanning rounding noise)."""
+    value = equal_value(values)
+    if value is not None:
+        values = np.full_like(values, value)
+    axes.hist(values, bins=_log_bins(values), color=color, edgecolor="white")
+    axes.set_xscale("log")
+    if value is None or values.size < 2:
+        return
+    axes.set_ylim(0.0, values.size * 1.25)
+    axes.text(
+        0.5, 0.95, f"all {values.size} estimates are equal: {value:.3g} {unit}",
+        transform=axes.transAxes, ha="center", va="top",
+        bbox={"boxstyle": "round", "facecolor": "#fff4d6", "edgecolor": "#e0a800"},
+    )
 
 
 def _log_bins(values: FloatArray, count: int = 30) -> list[float]:
     """Log-spaced histogram edges covering positive values (a decade when all are equal)."""
     low, high = float(values.min()), float(values.max())
-    if high <= low * 1.000001:
-        low, high = low / math.sqrt(10.0), high * math.sqrt(10.0)
+    if equal_value(values) is not None:
+        middle = float(np.median(values))
+        return [float(edge) for edge in np.geomspace(middle / math.sqrt(10.0),
+                                                     middle * math.sqrt(10.0), count + 1)]
     return [float(edge) for edge in np.geomspace(low, high, count + 1)]
+
+
+def _visible_tick_labels(axis: Any, renderer: Any) -> list[tuple[Text, Bbox]]:
+    """The tick labels ``axis`` draws (in view, with text, visible), with their boxes."""
+    low, high = sorted(axis.get_view_interval())
+    span = high - low
+    shown = []
+    for minor in (False, True):
+        locations = axis.get_minorticklocs() if minor else axis.get_majorticklocs()
+        labels = axis.get_ticklabels(minor=minor)
+        for location, label in zip(locations, labels, strict=False):
+            if not (low - 1e-9 * span <= location <= high + 1e-9 * span):
+                continue
+            if label.get_visible() and label.get_text():
+                shown.append((label, label.get_window_extent(renderer)))
+    return shown
+
+
+def _axis_clashes(axis: Any, renderer: Any) -> list[tuple[str, str]]:
+    shown = _visible_tick_labels(axis, renderer)
+    return [
+        (a.get_text(), b.get_text())
+        for i, (a, box_a) in enumerate(shown)
+        for b, box_b in shown[i + 1:]
+        if box_a.overlaps(box_b)
+    ]
+
+
+def _axes_of(figure: Figure) -> list[Any]:
+    return [axis for axes in figure.axes for axis in (axes.xaxis, axes.yaxis)]
+
+
+def overlapping_tick_labels(figure: Figure, *, drawn: bool = False) -> list[tuple[str, str]]:
+    """Pairs of drawn tick labels whose boxes overlap (on any axis of ``figure``); ``drawn``:
+    the figure has just been drawn at its own dpi, so its layout is read as it is."""
+    if not drawn:
+        figure.draw_without_rendering()  # lays out the ticks and labels, draws no pixels
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    return [clash for axis in _axes_of(figure) for clash in _axis_clashes(axis, renderer)]
+
+
+def declutter_ticks(figure: Figure) -> None:
+    """Make colliding tick labels readable, on the axes where they collide only: drop the
+    minor labels, then rotate x labels, then show every k-th label, until none overlap."""
+    figure.draw_without_rendering()
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    clashing = [axis for axis in _axes_of(figure) if _axis_clashes(axis, renderer)]
+    if not clashing:
+        return
+    for axis in clashing:
+        axis.set_minor_formatter(NullFormatter())
+    figure.draw_without_rendering()
+    clashing = [axis for axis in clashing if _axis_clashes(axis, renderer)]
+    for axis in clashing:
+        if axis.axis_name == "x":
+            axis.axes.tick_params(axis="x", which="both", labelrotation=30)
+            for label in axis.get_ticklabels(which="both"):
+                label.set_horizontalalignment("right")
+                label.set_rotation_mode("anchor")
+    step = 2
+    while step <= 64:
+        figure.draw_without_rendering()
+        clashing = [axis for axis in clashing if _axis_clashes(axis, renderer)]
+        if not clashing:
+            return
+        for axis in clashing:
+            shown = _visible_tick_labels(axis, renderer)
+            for index, (label, _) in enumerate(shown):
+                label.set_visible(index % step == 0)
+        step *= 2
 
 
 def lifetime_cdf_figure(
@@ -84,6 +204,16 @@ def lifetime_cdf_figure(
     shape: float | None = None,
     scale_days: float | None = None,
 ) -> Path | None:
+    """Draw :func:`draw_lifetime_cdf` to ``path`` (None: no intervals to draw)."""
+    return _save(draw_lifetime_cdf(observations, shape=shape, scale_days=scale_days), path)
+
+
+def draw_lifetime_cdf(
+    observations: Sequence[PageObservation],
+    *,
+    shape: float | None = None,
+    scale_days: float | None = None,
+) -> Figure | None:
     """Observed CDF of intervals between detected changes, with the model's (B&C Fig. 13).
 
     The fitted curve is the span-corrected CDF of the intervals pages watched over these
@@ -121,7 +251,7 @@ def lifetime_cdf_figure(
     axes.set_title("Lifetime CDF: observed and fitted")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(loc="lower right")
-    return _save(figure, path)
+    return figure
 
 
 def mean_lifetime_figure(
@@ -131,6 +261,19 @@ def mean_lifetime_figure(
     *,
     per_page_estimates_days: Sequence[float] = (),
 ) -> Path:
+    """Draw :func:`draw_mean_lifetime` to ``path``."""
+    return _save_figure(
+        draw_mean_lifetime(shape, scale_days, per_page_estimates_days=per_page_estimates_days),
+        path,
+    )
+
+
+def draw_mean_lifetime(
+    shape: float,
+    scale_days: float,
+    *,
+    per_page_estimates_days: Sequence[float] = (),
+) -> Figure:
     """Density w(t) of mean lifetimes (B&C eq. 23), over the naive per-page estimates."""
     upper_days = float(capacity.weibull_quantiles(np.array([0.99]), shape, scale_days)[0])
     unit = time_unit_for(scale_days)
@@ -152,7 +295,7 @@ def mean_lifetime_figure(
     axes.set_title("Distribution of mean lifetimes")
     axes.grid(True, alpha=0.3)
     axes.legend(loc="upper right")
-    return _save(figure, path)
+    return figure
 
 
 def level_set_figure(
@@ -164,6 +307,22 @@ def level_set_figure(
     beta_max_days: float | None = None,
     include_optimal: bool = True,
 ) -> Path:
+    """Draw :func:`draw_level_set` to ``path``."""
+    return _save_figure(
+        draw_level_set(shape, scale_days, alpha=alpha, beta_max_days=beta_max_days,
+                       include_optimal=include_optimal),
+        path,
+    )
+
+
+def draw_level_set(
+    shape: float,
+    scale_days: float,
+    *,
+    alpha: float = 0.95,
+    beta_max_days: float | None = None,
+    include_optimal: bool = True,
+) -> Figure:
     """Re-fetch period T against grace period β at which the collection is exactly
     α-current: Brewington & Cybenko's Fig. 19 (α = 0.95), from eq. (24).
 
@@ -199,7 +358,7 @@ def level_set_figure(
     axes.set_title(f"({alpha:g}, β)-currency: re-fetch period against grace period")
     axes.grid(True, alpha=0.3)
     axes.legend(loc="upper left")
-    return _save(figure, path)
+    return figure
 
 
 def hour_of_week(times_seconds: Sequence[float]) -> npt.NDArray[np.int64]:
@@ -212,6 +371,11 @@ def hour_of_week(times_seconds: Sequence[float]) -> npt.NDArray[np.int64]:
 
 
 def change_arrivals_figure(times_seconds: Sequence[float], path: Path) -> Path | None:
+    """Draw :func:`draw_change_arrivals` to ``path`` (None: no changes)."""
+    return _save(draw_change_arrivals(times_seconds), path)
+
+
+def draw_change_arrivals(times_seconds: Sequence[float]) -> Figure | None:
     """Detected changes by hour of the week (B&C Fig. 1's question: when do pages change?)."""
     if len(times_seconds) == 0:
         return None
@@ -225,36 +389,50 @@ def change_arrivals_figure(times_seconds: Sequence[float], path: Path) -> Path |
     axes.set_xlabel("hour of the week (UTC)")
     axes.set_ylabel("changes detected")
     axes.set_title(f"Change arrivals by hour of week ({len(times_seconds)} changes)")
-    return _save(figure, path)
+    return figure
 
 
 def change_rate_figure(change_rates_per_day: Sequence[float], path: Path) -> Path | None:
+    """Draw :func:`draw_change_rates` to ``path`` (None: no positive rates)."""
+    return _save(draw_change_rates(change_rates_per_day), path)
+
+
+def positive_finite(values: Sequence[float]) -> FloatArray:
+    return np.array([v for v in values if v > 0 and math.isfinite(v)], dtype=np.float64)
+
+
+def draw_change_rates(change_rates_per_day: Sequence[float]) -> Figure | None:
     """Histogram of the estimator's change rates (log axis: they span decades)."""
-    rates = np.array([r for r in change_rates_per_day if r > 0 and math.isfinite(r)])
+    rates = positive_finite(change_rates_per_day)
     if rates.size == 0:
         return None
     figure, axes = _new_axes()
-    axes.hist(rates, bins=_log_bins(rates), color="tab:blue", edgecolor="white")
-    axes.set_xscale("log")
+    _log_histogram(axes, rates, "tab:blue", "per day")
+
     axes.set_xlabel("estimated change rate λ (changes per day)")
     axes.set_ylabel("URLs")
     axes.set_title(f"Estimated change rates ({rates.size} URLs)")
     axes.grid(True, alpha=0.3)
-    return _save(figure, path)
+    return figure
 
 
 def revisit_interval_figure(intervals_days: Sequence[float], path: Path) -> Path | None:
+    """Draw :func:`draw_revisit_intervals` to ``path`` (None: no intervals)."""
+    return _save(draw_revisit_intervals(intervals_days), path)
+
+
+def draw_revisit_intervals(intervals_days: Sequence[float]) -> Figure | None:
     """Histogram of the revisit intervals 1/f the planner chose."""
-    intervals = np.array([d for d in intervals_days if d > 0 and math.isfinite(d)])
+    intervals = positive_finite(intervals_days)
     if intervals.size == 0:
         return None
     unit = time_unit_for(float(np.median(intervals)))
     shown = unit.of(intervals)
     figure, axes = _new_axes()
-    axes.hist(shown, bins=_log_bins(shown), color="tab:green", edgecolor="white")
-    axes.set_xscale("log")
+    _log_histogram(axes, shown, "tab:green", unit.name)
+
     axes.set_xlabel(f"revisit interval 1/f chosen by the planner ({unit.name})")
     axes.set_ylabel("URLs")
     axes.set_title(f"Planned revisit intervals ({intervals.size} URLs)")
     axes.grid(True, alpha=0.3)
-    return _save(figure, path)
+    return figure

@@ -1,17 +1,20 @@
-"""The change report: one self-contained HTML page beside its PNGs.
+"""The change report: one self-contained HTML page, with copies of its PNGs beside it.
 
-The page links its images by relative path and loads nothing else (inline style, one inline
-script that marks each image as loaded or not), so the directory can be copied or served
-anywhere. An empty database gives the same page with a message in place of each plot that
-has no data.
+The page carries its images as ``data:`` URIs and loads nothing else (inline style, one inline
+script that marks each image as loaded or not), so index.html alone can be mailed, copied or
+served anywhere; each ``<img>`` names its PNG file in ``data-file``. An empty database gives
+the same page with a message in place of each plot that has no data.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from crawler.core import capacity
 from crawler.report import figures
@@ -38,8 +41,9 @@ class Section:
     key: str
     title: str
     description: str
-    image: str | None
+    image: str | None  # the PNG's file name beside index.html
     message: str | None = None
+    src: str | None = None  # the PNG as a data: URI (the page embeds it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,21 @@ def _section(
 ) -> Section:
     if written is None:
         return Section(key, title, description, None, missing)
-    return Section(key, title, description, written.name)
+    return Section(key, title, description, written.name, src=data_uri(written))
+
+
+def data_uri(png: Path) -> str:
+    """The PNG file as a ``data:image/png;base64,…`` URI."""
+    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+
+
+def equal_note(values: Sequence[float], unit: str, scale: float = 1.0) -> str:
+    """' All N estimates are equal: V unit.' when they are (the plot is one bar), else ''."""
+    shown = figures.positive_finite(values)
+    value = figures.equal_value(shown)
+    if value is None or shown.size < 2:
+        return ""
+    return f" All {shown.size} estimates are equal: {value / scale:.3g} {unit}."
 
 
 def _model_paragraph(model: LifetimeModel, headline: Headline) -> str:
@@ -176,7 +194,8 @@ def render_page(
         body.append(f"<p>{html.escape(section.description)}</p>")
         if section.image is not None:
             body.append(
-                f'<img src="{html.escape(section.image)}" alt="{html.escape(section.title)}">'
+                f'<img src="{html.escape(section.src or section.image)}" '
+                f'data-file="{html.escape(section.image)}" alt="{html.escape(section.title)}">'
             )
         else:
             body.append(f'<p class="message">{html.escape(section.message or NO_DATA)}</p>')
@@ -189,6 +208,14 @@ def render_page(
         + "\n".join(body)
         + "\n</body>\n</html>\n"
     )
+
+
+def _interval_note(intervals_days: Sequence[float]) -> str:
+    shown = figures.positive_finite(intervals_days)
+    if shown.size == 0:
+        return ""
+    unit = figures.time_unit_for(float(np.median(shown)))
+    return equal_note(intervals_days, unit.name, unit.days)
 
 
 def write_report(
@@ -264,14 +291,16 @@ def write_report(
         _section(
             "change-rates",
             "Estimated change rates",
-            "The estimator's working change rate of each URL (urls.change_rate_per_day).",
+            "The estimator's working change rate of each URL (urls.change_rate_per_day)."
+            + equal_note(data.change_rates_per_day, "changes per day"),
             figures.change_rate_figure(data.change_rates_per_day, out_dir / "change_rates.png"),
             "No URL has an estimated change rate yet.",
         ),
         _section(
             "revisit-intervals",
             "Revisit intervals chosen by the planner",
-            "1 / fetch_rate_per_day of each URL the planner has scheduled.",
+            "1 / fetch_rate_per_day of each URL the planner has scheduled."
+            + _interval_note(data.revisit_intervals_days),
             figures.revisit_interval_figure(
                 data.revisit_intervals_days, out_dir / "revisit_intervals.png"
             ),

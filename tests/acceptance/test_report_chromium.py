@@ -2,12 +2,14 @@
 headless Chromium (Debian's `chromium`) loads the page with every image.
 
 The page's inline script marks each <img> data-loaded="yes"/"no" after the load event;
-Chromium's --dump-dom prints the DOM after that, so a broken or missing PNG shows.
+Chromium's --dump-dom prints the DOM after that, so a broken or missing PNG shows. The images
+are data: URIs (index.html alone is the report); data-file names the PNG copy beside it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 import shutil
 import subprocess
@@ -76,7 +78,7 @@ def dump_dom(chromium: str, page: Path, profile: Path) -> str:
 def image_states(dom: str) -> dict[str, str]:
     states = {}
     for tag in re.findall(r"<img\b[^>]*>", dom):
-        source = re.search(r'src="([^"]+)"', tag)
+        source = re.search(r'data-file="([^"]+)"', tag)
         loaded = re.search(r'data-loaded="(\w+)"', tag)
         assert source is not None
         states[source.group(1)] = loaded.group(1) if loaded else "unmarked"
@@ -100,17 +102,29 @@ def test_report_of_a_demo_crawl_loads_in_chromium(db_url: str, tmp_path: Path) -
     assert 'id="empty"' not in page
     # The demo's pages change every few seconds: enough to fit, and every plot has data.
     assert "fitted to this crawler" in page, page
-    assert set(re.findall(r'<img src="([^"]+)"', page)) == EXPECTED_IMAGES
+    assert set(re.findall(r'<img src="data:image/png;base64,[^"]+" data-file="([^"]+)"', page)
+               ) == EXPECTED_IMAGES
 
     dom = dump_dom(chromium, out / "index.html", tmp_path / "profile")
     states = image_states(dom)
     assert states == dict.fromkeys(EXPECTED_IMAGES, "yes"), states
     assert 'data-images-loaded="6"' in dom
 
-    # The check can fail: the same page with one PNG broken reports that image not loaded.
+    # The page alone is the report: without the PNG files beside it, every image still loads.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(out / "index.html", alone / "index.html")
+    dom = dump_dom(chromium, alone / "index.html", tmp_path / "profile-alone")
+    assert image_states(dom) == dict.fromkeys(EXPECTED_IMAGES, "yes")
+
+    # The check can fail: the same page with one embedded PNG broken reports it not loaded.
     broken = tmp_path / "broken"
-    shutil.copytree(out, broken)
-    (broken / "level_set.png").write_bytes(b"not a png")
+    broken.mkdir()
+    level_set = re.search(r'src="(data:[^"]+)" data-file="level_set.png"', page)
+    assert level_set is not None
+    broken_uri = "data:image/png;base64," + base64.b64encode(b"not a png").decode()
+    (broken / "index.html").write_text(page.replace(level_set.group(1), broken_uri),
+                                       encoding="utf-8")
     states = image_states(dump_dom(chromium, broken / "index.html", tmp_path / "profile2"))
     assert states["level_set.png"] == "no"
     assert sum(state == "yes" for state in states.values()) == 5

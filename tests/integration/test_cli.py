@@ -71,7 +71,7 @@ def test_window_commands(db_url: str) -> None:
     sites = json.loads(crawler(db_url, "sites", "--json").stdout)
     lifespans = sites[0].pop("lifespans")
     assert sites == [{"root_url": "http://example.com/", "window_size": 50, "in_window": 1,
-                      "discovered": 1, "entered": 1, "left": 0,
+                      "discovered": 1, "entered": 1, "left": 0, "include": [], "exclude": [],
                       "created_at": sites[0]["created_at"]}]
     assert lifespans["pages"] == 1 and lifespans["censored"] == 1
     assert set(lifespans["method1"]) == {"<=1w", "1w-1m", "1m-4m", ">4m"}

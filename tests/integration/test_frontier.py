@@ -125,6 +125,8 @@ EXPLAINED = {
     "out_links": [1],
     "site_graph": [1],
     "site_members": [1],
+    "site_patterns": [1],
+    "set_site_patterns": [1, ["^http://h1"], ["draft"]],
     "set_host_paused": ["http://h1.example", True],
     "hosts_paused": [10],
     "set_url_region": [["http://h1.example/p1"], "main", None],

@@ -7,6 +7,7 @@ lifetimes are drawn from a known Weibull, fetched every two days for spans of 10
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 import re
@@ -88,7 +89,15 @@ async def fill_synthetic(url: str, pages: int, seed: int = 7) -> None:
 
 
 def referenced_images(index: Path) -> list[str]:
-    return re.findall(r'<img src="([^"]+)"', index.read_text(encoding="utf-8"))
+    """The PNG files the page's images are copies of; each is embedded as a data: URI."""
+    page = index.read_text(encoding="utf-8")
+    embedded = re.findall(
+        r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" data-file="([^"]+)"', page
+    )
+    assert len(embedded) == page.count("<img ")
+    for data, name in embedded:  # the embedded PNG is the file written beside the page
+        assert base64.b64decode(data, validate=True) == (index.parent / name).read_bytes()
+    return [name for _, name in embedded]
 
 
 def assert_png(path: Path) -> None:
@@ -124,8 +133,8 @@ def test_report_from_filled_database_draws_every_plot(db_url: str, tmp_path: Pat
     }
     for name in images:
         assert_png(out / name)
-    # No external resources: every src/href is one of our relative PNGs.
-    assert not re.search(r'(?:src|href)="(?:https?:|//|/)', page)
+    # Self-contained: no src or href names a file or a server; every image is a data: URI.
+    assert not re.search(r'(?:src|href)="(?!data:image/png;base64,)', page)
     # Per-host table: five hosts, fetches and changes that add up to the observations.
     hosts = re.findall(r"<tr><td>(http://127\.0\.0\.\d:8700)</td><td>(\d+)</td><td>(\d+)</td>"
                        r"<td>(\d+)</td>", page)

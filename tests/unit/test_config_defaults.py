@@ -71,14 +71,15 @@ SOURCES: dict[type[Any], dict[str, str]] = {
     },
 }
 # Fields that are not settings: the planner's state, the daemon's identity, nested configs
-# (checked on their own), and a value derived from a setting.
+# (checked on their own), and values derived from settings (url_filter: CRAWLER_INCLUDE and
+# CRAWLER_EXCLUDE, compiled).
 NOT_SETTINGS: dict[type[Any], set[str]] = {
     SchedulePolicy: {"mu", "prior", "host_priors"},
     CircuitBreaker: set(),
     FetchLimits: set(),
-    TransitionConfig: {"breaker", "schedule"},
+    TransitionConfig: {"breaker", "schedule", "url_filter"},
     PlannerInputs: {"heartbeat_seconds"},
-    WorkerConfig: {"owner", "robots_token", "breaker", "limits", "schedule"},
+    WorkerConfig: {"owner", "robots_token", "breaker", "limits", "schedule", "url_filter"},
 }
 
 

@@ -119,7 +119,7 @@ def test_empty_data_renders_the_message_and_valid_images(tmp_path: Path) -> None
     assert EMPTY_DATABASE_MESSAGE in html.unescape(page)
     assert "No change has been detected yet." in page
     assert "No hosts with URLs yet." in page
-    sources = re.findall(r'<img src="([^"]+)"', page)
+    sources = re.findall(r'<img src="data:image/png;base64,[^"]+" data-file="([^"]+)"', page)
     assert sorted(sources) == sorted(p.name for p in report.images) != []
     for image in report.images:
         assert_png(image)
