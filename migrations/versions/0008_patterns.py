@@ -16,7 +16,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import ARRAY
 
 revision = "0008_patterns"
-down_revision = "0007_watch"
+down_revision = "0008_partitions"
 branch_labels = None
 depends_on = None
 
