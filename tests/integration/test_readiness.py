@@ -8,14 +8,17 @@ after the batch.
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
+from alembic import command
 
-from crawler.db import frontier
+from crawler.db import frontier, migrate
 from crawler.db.queries import QUERIES
 
 HOSTS = 100_000
@@ -186,3 +189,52 @@ async def test_ready_at_follows_claim_backoff_release_pause_and_reschedule(db_ur
                                     lease_seconds=60.0) == []
     finally:
         await pool.close()
+
+
+async def test_migration_computes_readiness_from_existing_hosts(empty_db_url: str) -> None:
+    """0009_readiness on a database with hosts in every state keeps their data and derives
+    ready_at from it; downgrading gives the due-time index back."""
+    await migrate.upgrade(empty_db_url, "0007_watch")
+    conn = await asyncpg.connect(empty_db_url)
+    try:
+        await conn.execute(
+            """
+            INSERT INTO hosts (origin, next_due_at, next_request_at, lease_owner,
+                               lease_expires_at, backoff_until, paused) VALUES
+            ('http://due.example', '2026-01-01Z', '-infinity', NULL, NULL, NULL, false),
+            ('http://polite.example', '2026-01-01Z', '2026-01-02Z', NULL, NULL, NULL, false),
+            ('http://backoff.example', '2026-01-01Z', '-infinity', NULL, NULL, '2026-01-03Z',
+             false),
+            ('http://leased.example', '2026-01-01Z', '-infinity', 'd', '2026-01-04Z', NULL,
+             false),
+            ('http://paused.example', '2026-01-01Z', '-infinity', NULL, NULL, NULL, true),
+            ('http://empty.example', NULL, '-infinity', NULL, NULL, NULL, false)
+            """
+        )
+        await conn.execute("INSERT INTO urls (url, host_id, next_fetch_at) "
+                           "SELECT origin || '/', id, next_due_at FROM hosts "
+                           "WHERE next_due_at IS NOT NULL")
+        await migrate.upgrade(empty_db_url)
+        rows = {r["origin"]: r["ready_at"] for r in await conn.fetch(
+            "SELECT origin, ready_at FROM hosts")}
+        day = {d: dt.datetime(2026, 1, d, tzinfo=dt.UTC) for d in range(1, 5)}
+        assert rows == {
+            "http://due.example": day[1],
+            "http://polite.example": day[2],
+            "http://backoff.example": day[3],
+            "http://leased.example": day[4],
+            "http://paused.example": None,
+            "http://empty.example": None,
+        }
+        assert await conn.fetchval("SELECT count(*) FROM urls") == 5
+        indexes = {r["indexname"] for r in await conn.fetch(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'hosts'")}
+        assert "hosts_ready_at_idx" in indexes and "hosts_next_due_at_idx" not in indexes
+        await asyncio.to_thread(
+            command.downgrade, migrate.alembic_config(empty_db_url), "0007_watch")
+        indexes = {r["indexname"] for r in await conn.fetch(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'hosts'")}
+        assert "hosts_next_due_at_idx" in indexes and "hosts_ready_at_idx" not in indexes
+        assert await conn.fetchval("SELECT count(*) FROM hosts") == 6
+    finally:
+        await conn.close()
