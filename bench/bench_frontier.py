@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import resource
 import statistics
@@ -31,6 +32,7 @@ from crawler.core.transition import HostContext, transition
 from crawler.daemon.config import planner_inputs
 from crawler.daemon.planner import solve_once
 from crawler.db import frontier, migrate
+from crawler.db.queries import QUERIES
 
 CONFIG = transition_config(
     default_settings(),
@@ -75,6 +77,20 @@ async def claim_and_record(pool: asyncpg.Pool, seconds: float) -> tuple[int, flo
         counts = await asyncio.gather(*(record_claim(pool, c) for c in claims))
         recorded += sum(counts)
     return recorded, time.perf_counter() - started, claiming
+
+
+async def plan_buffers(pool: asyncpg.Pool, query: str, *args: object) -> int:
+    """Shared buffers one run of the statement touches (EXPLAIN ANALYZE, rolled back)."""
+    async with pool.acquire() as conn:
+        tx = conn.transaction()
+        await tx.start()
+        try:
+            raw = await conn.fetchval(
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + QUERIES[query], *args)
+        finally:
+            await tx.rollback()
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    return int(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
 
 
 def quantile_ms(samples: list[float], q: float) -> float:
@@ -147,8 +163,10 @@ async def run_size(url: str, n_urls: int, n_hosts: int, planner: bool,
             t0 = time.perf_counter()
             await frontier.earliest_due(pool)
             wake_latency.append(time.perf_counter() - t0)
-        print(f"claim (16 hosts x 16 URLs): {percentiles(claim_latency)}")
-        print(f"idle wake (earliest_due): {percentiles(wake_latency)}")
+        print(f"claim (16 hosts x 16 URLs): {percentiles(claim_latency)}, "
+              f"{await plan_buffers(pool, 'claim_due_work', 16, 'probe', 16, 600.0)} buffers")
+        print(f"idle wake (earliest_due): {percentiles(wake_latency)}, "
+              f"{await plan_buffers(pool, 'earliest_due')} buffers")
         figures.update(
             claim_p50=quantile_ms(claim_latency, 0.5), claim_p99=quantile_ms(claim_latency, 0.99),
             wake_p50=quantile_ms(wake_latency, 0.5), wake_p99=quantile_ms(wake_latency, 0.99),

@@ -11,6 +11,12 @@ the planner's rescheduling, an operator's UPDATE), so it cannot drift from them.
 hosts_ready_at_idx replaces hosts_next_due_at_idx: the claim and the idle wake walk it in
 order and stop after the batch, however many hosts are leased, backing off or waiting.
 
+hosts is rewritten with room on each page (fillfactor 80): record_fetch moves a leased host's
+politeness clock once per fetch and leaves its indexed columns (ready_at is the lease's expiry
+meanwhile) unchanged, so the update can stay on its page (HOT) and add no index entry. The
+readiness index takes a new entry at each claim and release; autovacuum visits hosts after 2%
+of its rows changed rather than 20%, so dead entries at the index's head do not pile up.
+
 Adding the column rewrites hosts once (every row keeps its data; ready_at is computed from
 it). Revision ID: 0009_readiness. Revises: 0007_watch. Create Date: 2026-11-22
 """
@@ -33,6 +39,9 @@ READY_AT = (
 
 
 def upgrade() -> None:
+    op.execute(
+        "ALTER TABLE hosts SET (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02)"
+    )
     op.add_column(
         "hosts",
         sa.Column(
@@ -51,3 +60,4 @@ def downgrade() -> None:
     op.create_index("hosts_next_due_at_idx", "hosts", ["next_due_at"])
     op.drop_index("hosts_ready_at_idx", table_name="hosts")
     op.drop_column("hosts", "ready_at")
+    op.execute("ALTER TABLE hosts RESET (fillfactor, autovacuum_vacuum_scale_factor)")

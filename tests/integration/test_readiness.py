@@ -230,11 +230,15 @@ async def test_migration_computes_readiness_from_existing_hosts(empty_db_url: st
         indexes = {r["indexname"] for r in await conn.fetch(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'hosts'")}
         assert "hosts_ready_at_idx" in indexes and "hosts_next_due_at_idx" not in indexes
+        options = await conn.fetchval("SELECT reloptions FROM pg_class WHERE relname = 'hosts'")
+        assert "fillfactor=80" in options
         await asyncio.to_thread(
             command.downgrade, migrate.alembic_config(empty_db_url), "0007_watch")
         indexes = {r["indexname"] for r in await conn.fetch(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'hosts'")}
         assert "hosts_next_due_at_idx" in indexes and "hosts_ready_at_idx" not in indexes
+        assert await conn.fetchval(
+            "SELECT reloptions FROM pg_class WHERE relname = 'hosts'") is None
         assert await conn.fetchval("SELECT count(*) FROM hosts") == 6
     finally:
         await conn.close()
