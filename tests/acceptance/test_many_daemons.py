@@ -1,6 +1,7 @@
 """Many daemons (issue 13): four `crawler run` processes on one database against 200 loopback
 hosts. The server sees at most one request in flight per host and no gap below the politeness
-delay, and the fleet solves at most one planner round per planner interval."""
+delay, the fleet solves at most one planner round per planner interval, and one daemon samples
+the gauges for all."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from aiohttp import web
 from daemon import daemon_env, start_daemon, stop_daemon
 
+from crawler.daemon.run import SAMPLE_INTERVAL_SECONDS
 from crawler.db import frontier
 
 pytestmark = pytest.mark.timeout(120)
@@ -102,6 +104,8 @@ async def test_four_daemons_share_200_hosts_politely_with_one_planner(db_url: st
         rounds = await pool.fetchval(ROUNDS)
         window = time.monotonic() - window_started
         fetchers = await pool.fetchval("SELECT count(*) FROM daemons")
+        samples = await pool.fetchval("SELECT value FROM planner_state WHERE key = 'sampler'")
+        running = time.monotonic() - started
     finally:
         outputs = list(await asyncio.gather(*(stop_daemon(p) for p in procs)))
         await pool.close()
@@ -121,6 +125,10 @@ async def test_four_daemons_share_200_hosts_politely_with_one_planner(db_url: st
     # One planner per fleet: a round is claimed only when none started in the last 0.8 of an
     # interval, so at most elapsed / (0.8 interval) + 1 rounds; four planners solving on
     # their own would do about four per interval.
+    # One gauge sampler per fleet: a daemon samples only when no one has for 0.8 of the 30 s
+    # sampling interval (four samplers would have sampled four times as they started).
+    assert samples is not None
+    assert samples <= math.floor(running / (0.8 * SAMPLE_INTERVAL_SECONDS)) + 1, (samples, running)
     solved = (rounds or 0) - first_rounds
     assert solved >= 1, outputs
     assert solved <= math.floor(window / (0.8 * PLANNER_INTERVAL)) + 1, (solved, window)
