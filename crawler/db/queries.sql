@@ -54,23 +54,22 @@ moved AS (
 SELECT count(*) FROM inserted;
 
 -- name: claim_due_work
--- Lease up to $1 hosts that have due work, hold no live lease, are not backing off and whose
--- politeness delay has passed (hosts_next_due_at_idx), then lease up to $3 of each host's due
--- URLs, earliest first (urls_host_next_fetch_idx). A host is the unit of work: while one
--- daemon holds it no other daemon sends it a request. Returns one row per leased URL, and one
--- row with NULL url_id for a leased host whose due URLs are gone, so that it is released.
+-- Lease up to $1 ready hosts: hosts_ready_at_idx walked in order, stopping after $1 entries.
+-- hosts.ready_at (a generated column, migration 0009_readiness) is already the latest of the
+-- host's due work, politeness clock, backoff and live lease, and NULL when it is paused, so no
+-- leased, backed-off or waiting host is stepped over on the heap. Then lease up to $3 of each
+-- host's due URLs, earliest first (urls_host_next_fetch_idx). A host is the unit of work:
+-- while one daemon holds it no other daemon sends it a request (its ready_at moves to the
+-- lease's expiry). Returns one row per leased URL, and one row with NULL url_id for a leased
+-- host whose due URLs are gone, so that it is released and its ready_at recomputed.
 -- $2 owner, $4 lease seconds. Each claim increments the host's fencing epoch: the lease token
 -- is (owner, epoch), and the expiry comes with the database's now() so that the daemon times
 -- its lease by the database's clock alone.
 WITH ready_hosts AS (
     SELECT id
     FROM hosts
-    WHERE next_due_at <= now()
-      AND next_request_at <= now()
-      AND (lease_expires_at IS NULL OR lease_expires_at < now())
-      AND (backoff_until IS NULL OR backoff_until <= now())
-      AND NOT paused  -- `crawler pause --host`: never claimed
-    ORDER BY next_due_at
+    WHERE ready_at <= now()
+    ORDER BY ready_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ),
@@ -207,7 +206,8 @@ RETURNING (SELECT count(*) FROM observation) AS observations_written;
 
 -- name: release_host
 -- Give a host back: drop the leases this owner holds on it and its URLs, and recompute its
--- earliest due time from urls_host_next_fetch_idx. Fenced like record_fetch ($1 host,
+-- earliest due time from urls_host_next_fetch_idx (and so its ready_at: due work, politeness
+-- and backoff, the lease gone). Fenced like record_fetch ($1 host,
 -- $2 owner, $3 epoch): a lease that expired or was claimed again is not ours to release.
 WITH lease AS (
     SELECT id FROM hosts
@@ -244,17 +244,17 @@ WHERE h.lease_owner = $1
 RETURNING (SELECT count(*) FROM released_urls) AS urls_released;
 
 -- name: refresh_host_due
--- Recompute next_due_at of hosts whose URLs were rescheduled in bulk (the planner).
+-- Recompute next_due_at (and so ready_at) of hosts whose URLs were rescheduled in bulk (the
+-- planner), one chunk of hosts at a time.
 UPDATE hosts AS h
 SET next_due_at = (SELECT min(next_fetch_at) FROM urls WHERE host_id = h.id)
 WHERE h.id = ANY($1::bigint[]);
 
 -- name: earliest_due
--- When the next claim can succeed: the soonest moment a free host has due work.
-SELECT min(GREATEST(next_due_at, next_request_at, COALESCE(backoff_until, '-infinity')))
-FROM hosts
-WHERE next_due_at IS NOT NULL
-  AND (lease_expires_at IS NULL OR lease_expires_at < now());
+-- When the next claim can succeed: the smallest readiness time (hosts_ready_at_idx, one
+-- entry). A host leased by a daemon counts at its lease's expiry: a dead daemon's hosts are
+-- picked up then.
+SELECT min(ready_at) FROM hosts WHERE ready_at IS NOT NULL;
 
 -- name: status_counts
 SELECT

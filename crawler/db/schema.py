@@ -12,6 +12,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Computed,
     DateTime,
     Float,
     ForeignKey,
@@ -71,7 +72,21 @@ hosts = Table(
     # address), shown by status; and an operator's pause (a paused host is never claimed).
     Column("refused_reason", Text, nullable=True),
     Column("paused", Boolean, nullable=False, server_default=text("false")),
-    Index("hosts_next_due_at_idx", "next_due_at"),
+    # 0009_readiness: when the host next may and should be claimed (due work, politeness,
+    # backoff, a live lease's expiry); NULL when paused or without URLs. Generated, so every
+    # statement that moves one of its inputs moves it; the claim and the idle wake walk its
+    # index in order and stop after the batch.
+    Column(
+        "ready_at",
+        DateTime(timezone=True),
+        Computed(
+            "CASE WHEN paused OR next_due_at IS NULL THEN NULL "
+            "ELSE GREATEST(next_due_at, next_request_at, backoff_until, lease_expires_at) END",
+            persisted=True,
+        ),
+        nullable=True,
+    ),
+    Index("hosts_ready_at_idx", "ready_at", postgresql_where=text("ready_at IS NOT NULL")),
     Index("hosts_paused_idx", "origin", postgresql_where=text("paused")),
     Index("hosts_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),
 )

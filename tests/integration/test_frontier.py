@@ -160,7 +160,7 @@ async def test_frontier_queries_use_indexes(db_url: str, query: str) -> None:
             await conn.execute("ROLLBACK; BEGIN")
         assert "Seq Scan" not in plan, plan
         if query == "claim_due_work":
-            assert "hosts_next_due_at_idx" in plan, plan
+            assert "hosts_ready_at_idx" in plan, plan
             assert "urls_host_next_fetch_idx" in plan, plan
     finally:
         await conn.close()
