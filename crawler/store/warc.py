@@ -29,6 +29,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from crawler import __version__
+from crawler.net.decompress import CappedDecoder, DecodeError, UnsupportedEncoding
 from crawler.store.base import (
     RESPONSE,
     REVISIT,
@@ -47,8 +48,12 @@ SUFFIX = ".warc.gz"
 OPEN_SUFFIX = ".open"
 SCAN_CHUNK_BYTES = 1 << 20
 GZIP_LEVEL = 6
-# Hop-by-hop and encoding headers that no longer describe the stored (decoded) payload.
-_DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length"})
+# Headers that no longer describe the stored payload: chunking was undone by the HTTP client
+# and the length is recomputed; Content-Encoding is dropped only when the payload is decoded.
+_DROPPED_HEADERS = frozenset({"transfer-encoding", "content-length"})
+_DROPPED_DECODED = _DROPPED_HEADERS | {"content-encoding"}
+# A stored payload is decoded on reading up to this size (far above any fetch's cap).
+READ_DECODED_CAP = 1 << 30
 _BUILDER = RecordBuilder(warc_version=WARC_VERSION)
 
 
@@ -128,9 +133,10 @@ def recover(root: Path) -> list[str]:
 
 
 def _http_response_headers(capture: Capture) -> StatusAndHeaders:
-    headers = [(k, v) for k, v in capture.response_headers if k.lower() not in _DROPPED_HEADERS]
+    dropped = _DROPPED_HEADERS if capture.wire_payload is not None else _DROPPED_DECODED
+    headers = [(k, v) for k, v in capture.response_headers if k.lower() not in dropped]
     if capture.body_read:
-        headers.append(("Content-Length", str(len(capture.payload))))
+        headers.append(("Content-Length", str(len(capture.stored_payload))))
     return StatusAndHeaders(
         f"{capture.status} {capture.reason}".strip(), headers, protocol="HTTP/1.1"
     )
@@ -217,7 +223,8 @@ class WarcStore:
         return start, len(members[0])
 
     def write_response(self, capture: Capture) -> StoredRecord:
-        digest = payload_digest(capture.payload)
+        payload = capture.stored_payload
+        digest = payload_digest(payload)
         record_id = new_record_id()
         date = warc_date(capture.fetched_at)
         warc_headers = {
@@ -231,7 +238,7 @@ class WarcStore:
             warc_headers["WARC-Truncated"] = "unspecified"
         response = _BUILDER.create_warc_record(
             capture.url, RESPONSE,
-            payload=io.BytesIO(capture.payload), length=len(capture.payload),
+            payload=io.BytesIO(payload), length=len(payload),
             warc_headers_dict=warc_headers, http_headers=_http_response_headers(capture),
         )
         request = _BUILDER.create_warc_record(
@@ -244,15 +251,16 @@ class WarcStore:
         )
         offset, length = self._write([response, request])
         return StoredRecord(RESPONSE, self._name, offset, length, record_id, digest,
-                            len(capture.payload))
+                            len(payload))
 
     def write_revisit(self, capture: Capture, original: Original) -> StoredRecord:
         record_id = new_record_id()
         revisit = _BUILDER.create_revisit_record(
             capture.url, original.payload_digest, original.url, warc_date(original.fetched_at),
             http_headers=_http_response_headers(
+                # The headers as received (Content-Encoding too): they describe this exchange.
                 Capture(capture.url, capture.fetched_at, capture.status, capture.reason,
-                        capture.response_headers, b"", body_read=False)
+                        capture.response_headers, b"", body_read=False, wire_payload=b"")
             ),
             warc_headers_dict={
                 "WARC-Record-ID": record_id,
@@ -268,6 +276,9 @@ class WarcStore:
 
     def read(self, file: str, offset: int) -> ReadRecord:
         return read_record(self.root, file, offset)
+
+    def holds(self, file: str) -> bool:
+        return file == self._name or (self.root / file).exists()
 
 
 def stored_path(root: Path, file: str) -> Path:
@@ -300,6 +311,18 @@ def _as_read_record(record: ArcWarcRecord) -> ReadRecord:
     if http is not None and record.rec_type in (RESPONSE, REVISIT):
         code = http.get_statuscode()
         status = int(code) if code and code.isdigit() else None
-    payload = record.content_stream().read() if record.rec_type == RESPONSE else b""
+    stored = record.raw_stream.read() if record.rec_type == RESPONSE else b""
+    encoding = http.get_header("Content-Encoding") if http is not None else None
     return ReadRecord(record.rec_type, _headers(record.rec_headers), status, _headers(http),
-                      payload)
+                      decoded(stored, encoding), stored)
+
+
+def decoded(payload: bytes, content_encoding: str | None) -> bytes:
+    """A stored payload with its Content-Encoding undone (as stored if it cannot be)."""
+    if not content_encoding or not payload:
+        return payload
+    try:
+        decoder = CappedDecoder(content_encoding, READ_DECODED_CAP)
+        return decoder.feed(payload) + decoder.finish()
+    except (DecodeError, UnsupportedEncoding):
+        return payload
