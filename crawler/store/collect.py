@@ -1,7 +1,7 @@
 """The fetch path's side of the collection: store a fetch's record, then its index and event rows.
 
-``Collection.prepare`` runs before the fetch's transaction: it writes the record (on the
-store's thread, flushed) and returns a ``CollectionWrite`` whose ``apply`` inserts the index
+``Collection.prepare`` runs before the fetch's transaction: it writes the record (flushed
+to the OS) and returns a ``CollectionWrite`` whose ``apply`` inserts the index
 row and the change event inside that transaction. Stored: 200s (a response, or a revisit
 when the payload is byte-identical to the URL's last stored response), 304s (a revisit) and
 404/410s (a response without body: the page is gone). Nothing is stored for a fetch that got
@@ -290,7 +290,7 @@ def _write(
     content_type: str | None,
     region: Region,
 ) -> tuple[StoredRecord | None, LineChanges | None]:
-    """On the store's thread: a revisit or a response, and the text lines a change moved.
+    """A revisit or a response, and the text lines a change moved.
     Nothing for a 304 whose original is not (or no longer) in the store."""
     if original is not None and not store.holds(original.file):
         original = None  # archived or deleted: nothing to refer to or diff against

@@ -21,6 +21,7 @@ import os
 import uuid
 import zlib
 from collections import OrderedDict
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -192,6 +193,12 @@ class WarcStore:
         self._writer: WARCWriter | None = None
         self._serial = 0
         self.files_closed = 0
+        self._background: Executor | None = None
+
+    def set_background(self, executor: Executor) -> None:
+        """Close full files on ``executor`` (their fsync can take seconds) while writing goes
+        on in a new file; ``close`` stays synchronous."""
+        self._background = executor
 
     # -- files ------------------------------------------------------------------------------
 
@@ -220,19 +227,27 @@ class WarcStore:
         if self._file is not None and self._writer is not None:
             if self._file.tell() < self.max_bytes:
                 return self._file, self._writer
-            self.close()
+            full, name = self._file, self._name
+            self._file, self._writer = None, None
+            if self._background is None:
+                self._finish(full, name)
+            else:
+                self._background.submit(self._finish, full, name)
         return self._open_new()
 
     def close(self) -> None:
         """Close the open file: flush, fsync, rename without ``.open``; it is now immutable."""
         if self._file is None:
             return
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        path = self.root / (self._name + OPEN_SUFFIX)
-        path.rename(self.root / self._name)
+        full, name = self._file, self._name
         self._file, self._writer = None, None
+        self._finish(full, name)
+
+    def _finish(self, file: IO[bytes], name: str) -> None:
+        file.flush()
+        os.fsync(file.fileno())
+        (self.root / (name + OPEN_SUFFIX)).rename(self.root / name)
+        file.close()  # after the rename: the lock holds until the file has its final name
         self.files_closed += 1
 
     def path_of(self, file: str) -> Path:
@@ -304,7 +319,7 @@ class WarcStore:
         return read_record(self.root, file, offset)
 
     def holds(self, file: str) -> bool:
-        return file == self._name or (self.root / file).exists()
+        return file == self._name or stored_path(self.root, file).exists()
 
 
 def stored_path(root: Path, file: str) -> Path:
@@ -312,7 +327,10 @@ def stored_path(root: Path, file: str) -> Path:
     closed = root / file
     if closed.exists():
         return closed
-    return root / (file + OPEN_SUFFIX)
+    open_path = root / (file + OPEN_SUFFIX)
+    if open_path.exists() or not closed.exists():  # not renamed in between
+        return open_path
+    return closed
 
 
 def read_record(root: Path, file: str, offset: int) -> ReadRecord:
