@@ -50,10 +50,10 @@ def check_index_rows(root: Path, rows: list[dict[str, object]]) -> None:
         assert record.warc_header("WARC-Record-ID") == row["record_id"]
         assert record.warc_header("WARC-Payload-Digest") == row["payload_digest"]
         if row["record_type"] == "response":
-            assert payload_digest(record.payload) == row["payload_digest"], row
+            assert payload_digest(record.stored_payload) == row["payload_digest"], row
         else:
             original = by_record_id[row["refers_to"]]
             assert original["record_type"] == "response"
             assert record.warc_header("WARC-Refers-To") == original["record_id"]
             back = read_record(root, str(original["warc_file"]), int(original["warc_offset"]))  # type: ignore[call-overload]
-            assert payload_digest(back.payload) == row["payload_digest"]
+            assert payload_digest(back.stored_payload) == row["payload_digest"]

@@ -1,8 +1,9 @@
-"""``crawler get URL [--at TIME] [--text | --headers]``: the version current at TIME.
+"""``crawler get URL [--at TIME] [--text | --headers | --raw]``: the version current at TIME.
 
-Prints the stored body exactly as fetched (default: the newest version); ``--text`` the
-visible text the fingerprint was computed from (the
-URL's watched region only, when it has one), ``--headers`` the HTTP status and headers.
+Prints the body served at TIME (default: the newest version), Content-Encoding undone;
+``--raw`` the bytes as received and stored (still gzip, br... if the server encoded them);
+``--text`` the visible text the fingerprint was computed from (the URL's watched region
+only, when it has one), ``--headers`` the HTTP status and headers.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--text", action="store_true", help="The visible text.")
     shown.add_argument("--headers", action="store_true", help="The HTTP status and headers.")
+    shown.add_argument("--raw", action="store_true",
+                       help="The body as received and stored (Content-Encoding still applied).")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,6 +62,6 @@ def run(args: argparse.Namespace) -> int:
     if args.text:
         print("\n".join(body.text_lines(region)))
         return 0
-    sys.stdout.buffer.write(body.payload)
+    sys.stdout.buffer.write(body.stored_payload if args.raw else body.payload)
     sys.stdout.buffer.flush()
     return 0

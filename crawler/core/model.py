@@ -110,6 +110,9 @@ class FetchResult:
     # The final response's reason phrase and headers, as received (stored in the WARC record).
     reason: str = ""
     headers: tuple[tuple[str, str], ...] = ()
+    # The entity body as received, Content-Encoding still applied (what a WARC response
+    # record stores); None when ``body`` is exactly that (no encoding) or was cut short.
+    wire_body: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -361,6 +361,7 @@ class Daemon:
                 self.pool, self.webhook_session, settings.webhook_url, self.metrics.collection,
                 timeout_seconds=settings.webhook_timeout,
                 max_backoff_seconds=settings.webhook_max_backoff,
+                database_url=self.url,  # its own connection: none taken from fetching
             )
             tasks.append(SideTask("webhook delivery", delivery.run, required=False))
         return tasks

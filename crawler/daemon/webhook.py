@@ -6,7 +6,9 @@ exponential backoff up to ``max_backoff`` seconds. Events of one URL are deliver
 order: while an event waits to be retried, the URL's later events wait behind it. Delivery is
 at least once: an event is marked delivered after its 2xx, so a crash in between sends it
 again (receivers dedupe on ``id``). The target passes the same SSRF policy as any fetch. The
-task reads the outbox on its own connection; fetching never waits for it.
+task reads the outbox on its own connection, outside the daemon's pool when it is given the
+database URL (as the daemon does): a receiver that is down, however long, takes no connection
+from fetching, so fetches never wait for it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import logging
 import random
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -60,8 +63,10 @@ class WebhookDelivery:
         timeout_seconds: float = 10.0,
         max_backoff_seconds: float = 3600.0,
         batch: int = BATCH_EVENTS,
+        database_url: str | None = None,
     ) -> None:
         self.pool = pool
+        self.database_url = database_url
         self.session = session
         self.url = canonical_url(url)  # raises for a scheme or URL never to be requested
         self.metrics = metrics
@@ -87,9 +92,10 @@ class WebhookDelivery:
                 return "ssrf"
             return f"unreachable: {type(exc).__name__}"
 
-    async def deliver_round(self) -> int:
+    async def deliver_round(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> int:
         """One pass over the oldest pending events; the number delivered."""
-        rows = await self.pool.fetch(QUERIES["pending_events"], self.batch)
+        db = self.pool if conn is None else conn
+        rows = await db.fetch(QUERIES["pending_events"], self.batch)
         now = time.time()
         blocked: set[int] = set()
         delivered = 0
@@ -102,7 +108,7 @@ class WebhookDelivery:
                 continue
             error = await self.post(event_body(row["id"], row["payload"]))
             if error is None:
-                await self.pool.execute(QUERIES["mark_event_delivered"], row["id"])
+                await db.execute(QUERIES["mark_event_delivered"], row["id"])
                 self.metrics.events_delivered.inc()
                 delivered += 1
                 self._down_streak = 0
@@ -110,7 +116,7 @@ class WebhookDelivery:
             self.metrics.delivery_failures.inc()
             blocked.add(row["url_id"])
             delay = retry_delay(row["attempts"] + 1, self.max_backoff, random.random())
-            await self.pool.execute(
+            await db.execute(
                 QUERIES["mark_event_failed"], row["id"],
                 dt.datetime.fromtimestamp(time.time() + delay, dt.UTC), error,
             )
@@ -125,8 +131,8 @@ class WebhookDelivery:
                 break
         return delivered
 
-    async def sample(self) -> None:
-        row = await self.pool.fetchrow(QUERIES["outbox_summary"])
+    async def sample(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> None:
+        row = await (self.pool if conn is None else conn).fetchrow(QUERIES["outbox_summary"])
         if row is None:
             return
         self.metrics.events_pending.set(row["pending"])
@@ -144,7 +150,7 @@ class WebhookDelivery:
         """
         while True:
             with contextlib.suppress(*DB_ERRORS):
-                async with self.pool.acquire() as conn:
+                async with self._connection() as conn:
                     if await conn.fetchval("SELECT pg_try_advisory_lock($1)", DELIVERY_LOCK):
                         try:
                             await self._deliver_while_holding(conn)
@@ -152,13 +158,27 @@ class WebhookDelivery:
                             await conn.execute("SELECT pg_advisory_unlock($1)", DELIVERY_LOCK)
             await asyncio.sleep(IDLE_POLL_SECONDS * 4)
 
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection of its own (outside the pool) when given the URL, else one from the
+        pool, held for as long as this deliverer delivers."""
+        if self.database_url is None:
+            async with self.pool.acquire() as conn:
+                yield conn
+            return
+        conn = await asyncpg.connect(self.database_url)
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
     async def _deliver_while_holding(self, conn: asyncpg.Connection) -> None:
         while not conn.is_closed():  # a lost connection has lost the lock too
             delivered = 0
             with contextlib.suppress(*DB_ERRORS):
                 if time.time() >= self.receiver_down_until:
-                    delivered = await self.deliver_round()
-                await self.sample()
+                    delivered = await self.deliver_round(conn)
+                await self.sample(conn)
             if delivered == 0:
                 wait = max(IDLE_POLL_SECONDS, self.receiver_down_until - time.time())
                 await asyncio.sleep(min(wait, IDLE_POLL_SECONDS * 4))

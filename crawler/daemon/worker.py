@@ -312,6 +312,7 @@ class Worker:
             stored = await self.collection.prepare(done, result)
             if stored is not None:
                 writes = (stored.write,)
+                done = stored.adjusted(done)  # a 304 with no original: next fetch in full
         # Fenced like every write under the lease: the stored record's index row and change
         # event commit with the fetch only while this daemon holds the host. Without a seed or
         # a window update that is ONE statement (record_fetch with the collection's rows after

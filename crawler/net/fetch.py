@@ -174,6 +174,7 @@ class _Body:
     truncated: bool = False
     error_kind: str | None = None
     wire_bytes: int = 0
+    wire: bytes | None = None  # the encoded entity, when a Content-Encoding was undone
 
 
 async def _read_body(response: aiohttp.ClientResponse, cap: int, decode: bool) -> _Body:
@@ -181,6 +182,8 @@ async def _read_body(response: aiohttp.ClientResponse, cap: int, decode: bool) -
     body = _Body()
     decoder = CappedDecoder(response.headers.get("Content-Encoding"), cap) if decode else None
     parts: list[bytes] = []
+    # The entity as received, kept for the collection when it is not what ``data`` holds.
+    wire: list[bytes] | None = [] if decoder is not None and decoder.stages else None
     while True:
         chunk = await response.content.readany()
         if not chunk:
@@ -188,6 +191,8 @@ async def _read_body(response: aiohttp.ClientResponse, cap: int, decode: bool) -
         wire_room = cap - body.wire_bytes
         wire_cut = len(chunk) > wire_room
         chunk = chunk[:wire_room]
+        if wire is not None:
+            wire.append(chunk)
         if decoder is None:
             body.wire_bytes += len(chunk)
             parts.append(chunk)
@@ -212,6 +217,8 @@ async def _read_body(response: aiohttp.ClientResponse, cap: int, decode: bool) -
         if decoder.exceeded:
             body.truncated, body.error_kind = True, "too_large"
     body.data = b"".join(parts)
+    if wire is not None and not body.truncated:
+        body.wire = b"".join(wire)
     return body
 
 
@@ -420,6 +427,7 @@ async def _interpret(
         return model.HTTP_ERROR, fields
     fields.update(
         body=body.data,
+        wire_body=body.wire,
         truncated=body.truncated,
         content_type=sniff_content_type(response.headers.get("Content-Type"), body.data),
         etag=response.headers.get("ETag"),

@@ -1,10 +1,10 @@
 """The record store's interface: what the fetch path writes and the commands read.
 
 ``RecordStore`` is blocking and single-threaded by design (one writer appends to one open
-file at a time); ``crawler.store.threaded`` runs it on a thread of its own so the event loop
-never waits on the disk. A backend stores a response or a revisit and returns where it put
-it; ``read`` gives the record back from that location. An object-store backend would
-implement the same four methods and nothing in the fetch loop would change.
+file at a time); ``crawler.store.threaded`` runs it for the event loop (records inline, the
+slow closing of a full file on a thread). A backend stores a response or a revisit and
+returns where it put it; ``read`` gives the record back from that location. An object-store
+backend would implement the same methods and nothing in the fetch loop would change.
 """
 
 from __future__ import annotations
@@ -29,8 +29,13 @@ def payload_digest(payload: bytes) -> str:
 class Capture:
     """One HTTP exchange to store: what was asked and what came back.
 
-    ``payload`` is the entity body as the crawler decoded it (Content-Encoding undone), so the
-    stored headers drop Content-Encoding and Transfer-Encoding and carry its true length.
+    ``payload`` is the entity body as the crawler decoded it (Content-Encoding undone);
+    ``wire_payload`` the same entity as received, Content-Encoding still applied, when the
+    server encoded it. A response record stores the entity as received, as Heritrix and
+    warcio do: Content-Encoding kept, Transfer-Encoding (chunking, undone by the HTTP client)
+    dropped, Content-Length its true length, and WARC-Payload-Digest the SHA-1 of those bytes.
+    Only a body cut at the size cap is stored decoded (its encoded stream would not decode),
+    with Content-Encoding dropped and WARC-Truncated set.
     """
 
     url: str  # WARC-Target-URI: the URL the final response came from
@@ -42,6 +47,12 @@ class Capture:
     request_headers: Headers = ()
     truncated: bool = False  # the body was cut at the size cap (WARC-Truncated: length)
     body_read: bool = True  # False for answers whose body the fetcher does not read (404)
+    wire_payload: bytes | None = None
+
+    @property
+    def stored_payload(self) -> bytes:
+        """The bytes a response record holds (and its payload digest covers)."""
+        return self.payload if self.wire_payload is None else self.wire_payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +80,16 @@ class StoredRecord:
 
 @dataclass(frozen=True, slots=True)
 class ReadRecord:
-    """A record read back: its WARC headers, the HTTP status and headers, and the payload."""
+    """A record read back: its WARC headers, the HTTP status and headers, and the payload
+    (decoded: what the server meant, Content-Encoding undone) and ``stored_payload`` (the
+    record's bytes, which its payload digest covers)."""
 
     record_type: str
     warc_headers: Headers
     status: int | None
     http_headers: Headers
     payload: bytes
+    stored_payload: bytes
 
     def warc_header(self, name: str) -> str | None:
         lowered = name.lower()
@@ -95,6 +109,9 @@ class RecordStore(Protocol):
 
     def read(self, file: str, offset: int) -> ReadRecord:
         """The record stored at ``offset`` of ``file``."""
+
+    def holds(self, file: str) -> bool:
+        """Whether ``file`` is still in the store (not archived or deleted)."""
 
     def close(self) -> None:
         """Close the open file (it becomes immutable)."""

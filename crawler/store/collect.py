@@ -1,15 +1,22 @@
 """The fetch path's side of the collection: store a fetch's record, then its index and event rows.
 
-``Collection.prepare`` runs before the fetch's transaction: it writes the record (on the
-store's thread, flushed) and returns a ``CollectionWrite`` whose ``apply`` inserts the index
+``Collection.prepare`` runs before the fetch's transaction: it writes the record (flushed
+to the OS) and returns a ``CollectionWrite`` whose ``apply`` inserts the index
 row and the change event inside that transaction. Stored: 200s (a response, or a revisit
 when the payload is byte-identical to the URL's last stored response), 304s (a revisit) and
 404/410s (a response without body: the page is gone). Nothing is stored for a fetch that got
 no response, an error status, a permanent redirect or a robots.txt refusal.
+
+A 304 for a URL with no stored original (the collection was enabled after the URL was last
+fetched in full, or the original's file was archived or deleted) stores nothing: a revisit
+would refer to nothing. Instead the URL's validators (ETag, Last-Modified) are dropped with
+the fetch, so the next fetch is unconditional and stores the full response, as a crawler
+without a prior record (Heritrix with no entry in its fetch history) would ask.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -73,6 +80,16 @@ class CollectionWrite:
     refers_to: str | None  # a revisit's original (WARC-Record-ID)
     event_kind: str | None
     event: dict[str, Any] | None
+    unconditional: bool = False  # a 304 with no original: drop the validators with the fetch
+
+    def adjusted(self, t: Transition) -> Transition:
+        """The transition to write: ``t``, without validators when the next fetch must be
+        unconditional (so that it stores the full response)."""
+        if not self.unconditional or (t.record.etag is None and t.record.last_modified is None):
+            return t
+        return dataclasses.replace(
+            t, record=dataclasses.replace(t.record, etag=None, last_modified=None)
+        )
 
     def params(self) -> list[str | None]:
         """Parameters of ``collection_rows``: the stored_records row and the change_events row,
@@ -94,7 +111,7 @@ class CollectionWrite:
 
     async def write(self, conn: asyncpg.Connection, t: Transition) -> None:
         """An ``ExtraWrite`` of ``crawler.db.record``: one statement in the fetch's transaction."""
-        del t  # everything needed was captured when the record was stored
+        del t  # everything needed was captured when the record was stored (and adjusted)
         await conn.execute(insert_stored_record(), *self.params())
 
     async def commit_with(self, pool: asyncpg.Pool, t: Transition, lease: Lease) -> bool:
@@ -102,6 +119,7 @@ class CollectionWrite:
         statement: ``record_fetch`` with ``collection_rows`` inside it, fenced by the same
         lease. Same effect as ``write_transition(pool, t, lease, extra_writes=[self.write])``,
         one round trip instead of four; raises ``LeaseLost``, writing nothing, like it."""
+        t = self.adjusted(t)
         query = combined_record_fetch()
         if query is None:
             return await write_transition(pool, t, lease, extra_writes=[self.write])
@@ -176,6 +194,7 @@ class Collection:
         self.metrics = metrics
         self.cache_entries = cache_entries
         self._last: OrderedDict[int, tuple[bytes | None, LastResponse]] = OrderedDict()
+        self.unconditional_refetches = 0  # 304s with no stored original (validators dropped)
 
     async def _last_response(self, record: UrlRecord) -> LastResponse | None:
         cached = self._last.get(record.url_id)
@@ -207,12 +226,17 @@ class Collection:
             original = await self._last_response(record)
         stored: StoredRecord | None = None
         lines: LineChanges | None = None
+        unconditional = False
         if self.store is not None and (obs.outcome != NOT_MODIFIED or original is not None):
             capture = self._capture(record, result)
             stored, lines = await self.store.run(
                 lambda store: _write(store, capture, original, identical, wants_diff,
                                      result.content_type, record.region)
             )
+        if self.store is not None and obs.outcome == NOT_MODIFIED and stored is None:
+            unconditional = True  # nothing to refer to: fetch it in full next time
+            self._last.pop(record.url_id, None)
+            self.unconditional_refetches += 1
         if stored is not None:
             if stored.record_type == RESPONSE:
                 self._remember(record.url_id, obs.content_hash, LastResponse(
@@ -236,10 +260,11 @@ class Collection:
         refers_to = None
         if stored is not None and stored.record_type == REVISIT and original is not None:
             refers_to = original.record_id
-        if stored is None and event is None:
+        if stored is None and event is None and not unconditional:
             return None
         return CollectionWrite(record.url_id, obs.fetched_at, obs.status, obs.changed, stored,
-                               refers_to, None if change is None else str(change.kind), event)
+                               refers_to, None if change is None else str(change.kind), event,
+                               unconditional)
 
     def _capture(self, record: UrlRecord, result: FetchResult) -> Capture:
         from crawler.net.fetch import conditional_headers
@@ -252,7 +277,7 @@ class Collection:
             url=record.url, fetched_at=result.fetched_at, status=result.status,
             reason=result.reason, response_headers=result.headers, payload=result.body,
             request_headers=request_headers, truncated=result.truncated,
-            body_read=result.outcome == OK,
+            body_read=result.outcome == OK, wire_payload=result.wire_body,
         )
 
 
@@ -264,15 +289,20 @@ def _write(
     wants_diff: bool,
     content_type: str | None,
     region: Region,
-) -> tuple[StoredRecord, LineChanges | None]:
-    """On the store's thread: a revisit or a response, and the text lines a change moved."""
+) -> tuple[StoredRecord | None, LineChanges | None]:
+    """A revisit or a response, and the text lines a change moved.
+    Nothing for a 304 whose original is not (or no longer) in the store."""
+    if original is not None and not store.holds(original.file):
+        original = None  # archived or deleted: nothing to refer to or diff against
     if identical and original is not None and (
-        capture.status == 304 or payload_digest(capture.payload) == original.payload_digest
+        capture.status == 304 or payload_digest(capture.stored_payload) == original.payload_digest
     ):
         stored = store.write_revisit(capture, Original(
             capture.url, original.fetched_at, original.record_id, original.payload_digest
         ))
         return stored, None
+    if capture.status == 304:
+        return None, None
     stored = store.write_response(capture)
     lines = None
     if wants_diff and original is not None:

@@ -87,7 +87,8 @@ class Body:
 
     version: Version
     record: ReadRecord  # the record at the time (a revisit carries its own HTTP headers)
-    payload: bytes
+    payload: bytes  # decoded: Content-Encoding undone
+    stored_payload: bytes  # as received and stored
     content_type: str | None
 
     def text_lines(self, region: Region | None = None) -> list[str]:
@@ -100,7 +101,8 @@ def load_body(root: Path, stored: list[Version], version: Version) -> Body:
     payload_record = record if holder is version else read_record(root, holder.file,
                                                                   holder.offset)
     content_type = payload_record.http_header("Content-Type")
-    return Body(version, record, payload_record.payload, content_type)
+    return Body(version, record, payload_record.payload, payload_record.stored_payload,
+                content_type)
 
 
 async def region_of(conn: asyncpg.Connection, url: str) -> Region:

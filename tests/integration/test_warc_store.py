@@ -88,3 +88,42 @@ def test_a_live_writers_open_file_is_left_alone(tmp_path: Path) -> None:
     assert (tmp_path / (stored.file + OPEN_SUFFIX)).exists()
     live.close()
     assert (tmp_path / stored.file).exists()
+
+
+def test_an_encoded_body_is_stored_as_received_and_read_back_decoded(tmp_path: Path) -> None:
+    """Content-Encoding kept, the bytes as sent in the record, the digest theirs; reading
+    undoes the encoding (a chain too) and a revisit keeps the exchange's headers."""
+    import gzip
+    import zlib
+
+    page = b"<html><body>" + b"<p>same words again</p>" * 200 + b"</body></html>"
+    deflated = zlib.compress(page)
+    wires = {"gzip": gzip.compress(page, mtime=0), "deflate": deflated,
+             "deflate, gzip": gzip.compress(deflated, mtime=0)}
+    store = WarcStore(tmp_path, max_bytes=1 << 20, writer_name="t")
+    written = []
+    for n, (encoding, wire) in enumerate(wires.items()):
+        c = Capture(
+            url=f"http://127.0.0.1:9/enc{n}", fetched_at=1_800_000_000.0 + n, status=200,
+            reason="OK", payload=page, wire_payload=wire,
+            response_headers=(("Content-Type", "text/html"), ("Content-Encoding", encoding),
+                              ("Transfer-Encoding", "chunked")),
+        )
+        stored = store.write_response(c)
+        revisit = store.write_revisit(
+            c, Original(c.url, c.fetched_at, stored.record_id, stored.payload_digest))
+        written.append((encoding, wire, stored, revisit))
+    store.close()
+    check_files(sorted(tmp_path.glob("*" + SUFFIX)))
+    for encoding, wire, stored, revisit in written:
+        assert stored.payload_digest == payload_digest(wire) != payload_digest(page)
+        assert stored.payload_bytes == len(wire)
+        record = store.read(stored.file, stored.offset)
+        assert record.stored_payload == wire and record.payload == page
+        assert record.warc_header("WARC-Payload-Digest") == payload_digest(wire)
+        assert record.http_header("Content-Encoding") == encoding
+        assert record.http_header("Content-Length") == str(len(wire))
+        assert record.http_header("Transfer-Encoding") is None
+        again = store.read(revisit.file, revisit.offset)
+        assert again.http_header("Content-Encoding") == encoding
+        assert again.warc_header("WARC-Payload-Digest") == payload_digest(wire)
