@@ -13,14 +13,16 @@ def main() -> None:
     days = float(sys.argv[2]) if len(sys.argv) > 2 else 365.0
     mean_interval_days = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
     population = build_population("brewington", pages, days, seed=1)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     result = simulate(
         population, "optimal", days=days, budget_per_day=pages / mean_interval_days, seed=1
     )
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     print(
         f"optimal: {pages} pages, {days:g} days, {result.fetches} fetches, "
-        f"freshness {result.freshness:.4f}: {elapsed:.1f} s"
+        f"freshness {result.freshness:.4f}: {elapsed:.1f} s wall, {cpu:.1f} s CPU, "
+        f"{cpu / max(result.fetches, 1) * 1e6:.1f} us CPU per fetch"
     )
 
 

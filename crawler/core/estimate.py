@@ -346,22 +346,27 @@ def fast_posterior_rate(
     # the plain log-normal mean exp(x + s^2/2) gets wrong.
     spread = math.sqrt(-1.0 / curvature)
     if small:
-        log_kernel_list = [
-            shape * point
-            - exposure_days * math.exp(point)
-            + math.fsum(_log_detect(math.exp(point) * t) for t in changed)
-            + correction
-            for point, correction in zip(
-                (x + spread * z for z in _HERMITE_OFFSET_LIST),
-                _HERMITE_CORRECTION_LIST,
-                strict=True,
+        # The simulator replays millions of fetches through this branch: each node's rate
+        # computed once, no function call per interval unless a product could underflow.
+        shortest = min(changed)
+        log_kernel_list = []
+        node_rates = []
+        for z, correction in zip(_HERMITE_OFFSET_LIST, _HERMITE_CORRECTION_LIST, strict=True):
+            point = x + spread * z
+            node_rate = math.exp(point)
+            if node_rate * shortest > 1e-300:
+                detect = sum([math.log(-math.expm1(-node_rate * t)) for t in changed])
+            else:
+                detect = sum([_log_detect(node_rate * t) for t in changed])
+            node_rates.append(node_rate)
+            log_kernel_list.append(
+                shape * point - exposure_days * node_rate + detect + correction
             )
-        ]
         top = max(log_kernel_list)
         numerator = denominator = 0.0
-        for z, value in zip(_HERMITE_OFFSET_LIST, log_kernel_list, strict=True):
+        for node_rate, value in zip(node_rates, log_kernel_list, strict=True):
             weight = math.exp(value - top)
-            numerator += weight * math.exp(x + spread * z)
+            numerator += weight * node_rate
             denominator += weight
         return numerator / denominator
     points = x + spread * _HERMITE_OFFSETS
