@@ -30,6 +30,7 @@ import aiohttp
 import asyncpg
 import pytest
 from aiohttp import web
+from tls import serve
 
 from crawler.config import default_settings, schedule_policy
 from crawler.core.estimate import GammaPrior
@@ -242,12 +243,6 @@ async def test_simulator_step_decides_like_the_worker_through_the_database(
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    origin = f"http://127.0.0.1:{port}"
     settings = default_settings()
     base = worker_config(settings, "sim-parity")
     config = replace(
@@ -264,21 +259,21 @@ async def test_simulator_step_decides_like_the_worker_through_the_database(
     session = new_session("simbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]))
     worker = Worker(config, pool, session, NullEvents(), fetcher=fetcher)  # type: ignore[arg-type]
     task: asyncio.Task[None] | None = None
-    try:
-        await frontier.seed(pool, [(origin + path, 1.0) for path in pages], time.time() - 1)
-        task = asyncio.create_task(worker.run())
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not finished.is_set():
-            assert time.monotonic() < deadline, {p.path: p.compared for p in pages.values()}
-            assert not task.done(), task
-            await asyncio.sleep(0.05)
-    finally:
-        worker.stop()
-        if task is not None:
-            await task
-        await asyncio.gather(*worker.host_tasks, return_exceptions=True)
-        await session.close()
-        await runner.cleanup()
+    async with serve(app=app) as origin:
+        try:
+            await frontier.seed(pool, [(origin + path, 1.0) for path in pages], time.time() - 1)
+            task = asyncio.create_task(worker.run())
+            deadline = time.monotonic() + WAIT_SECONDS
+            while not finished.is_set():
+                assert time.monotonic() < deadline, {p.path: p.compared for p in pages.values()}
+                assert not task.done(), task
+                await asyncio.sleep(0.05)
+        finally:
+            worker.stop()
+            if task is not None:
+                await task
+            await asyncio.gather(*worker.host_tasks, return_exceptions=True)
+            await session.close()
     assert not problems, problems[:5]
     for page in pages.values():
         assert page.compared >= FETCHES_PER_PAGE
