@@ -75,6 +75,7 @@ class Page:
     instants: list[float]  # change times, virtual days
     dated: bool
     sim_record: UrlRecord
+    rng: random.Random  # the page's own draws: the same whatever order the worker fetches in
     sim_schedule: Schedule | None = None
     now: float = 0.0  # virtual day of the latest fetch
     fetches: int = 0
@@ -158,7 +159,6 @@ async def pool(db_url: str) -> AsyncIterator[asyncpg.Pool]:
 async def test_simulator_step_decides_like_the_worker_through_the_database(
     pool: asyncpg.Pool,
 ) -> None:
-    rng = random.Random(7)
     days = 16.0
     population = build_population("grimes", 40, days, seed=3)
     chosen: list[int] = []
@@ -174,6 +174,7 @@ async def test_simulator_step_decides_like_the_worker_through_the_database(
             instants=times[offsets[index] : offsets[index + 1]],
             dated=number % 2 == 1,
             sim_record=UrlRecord(url_id=index, url=f"sim://{index}"),
+            rng=random.Random(index),
         )
         for number, index in enumerate(chosen)
     }
@@ -211,6 +212,7 @@ async def test_simulator_step_decides_like_the_worker_through_the_database(
             if problems or all(p.compared >= FETCHES_PER_PAGE for p in pages.values()):
                 finished.set()
         # The same page, at the same virtual time, for both.
+        rng = page.rng
         page.now = next_visit(page, rng)
         version = bisect_right(page.instants, page.now)
         outcome = OK if page.fetches == 0 or rng.random() < 0.88 else HTTP_ERROR
