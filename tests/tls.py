@@ -153,9 +153,11 @@ async def serve(
     context: ssl.SSLContext | None = None,
     host: str = "127.0.0.1",
     peers: set[tuple[str, int]] | None = None,
+    app: web.Application | None = None,
 ) -> AsyncIterator[str]:
-    """Serve ``site_app`` on a free port; yields the origin (https when ``context`` is set)."""
-    runner = web.AppRunner(site_app(peers), access_log=None)
+    """Serve ``app`` (else ``site_app``) on a free port; yields the origin (https when
+    ``context`` is set)."""
+    runner = web.AppRunner(app or site_app(peers), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, 0, ssl_context=context)
     await site.start()

@@ -318,7 +318,7 @@ def fast_posterior_rate(
     # Short records in plain floats, long ones in numpy: the same formulas, whichever is
     # faster (numpy's per-call overhead dominates below a dozen intervals).
     small = len(changed) <= _SCALAR_MAX_INTERVALS
-    intervals = np.asarray(changed, dtype=np.float64)
+    intervals = None if small else np.asarray(changed, dtype=np.float64)
     curvature = -1.0
     for _ in range(40):
         rate = math.exp(x)
@@ -327,6 +327,7 @@ def fast_posterior_rate(
         if small:
             slope, bend = _scalar_derivatives(rate, changed)
         else:
+            assert intervals is not None
             u = np.maximum(rate * intervals, 1e-12)
             q = np.exp(-u)
             g = u * q / (1.0 - q)
@@ -346,28 +347,36 @@ def fast_posterior_rate(
     # the plain log-normal mean exp(x + s^2/2) gets wrong.
     spread = math.sqrt(-1.0 / curvature)
     if small:
-        log_kernel_list = [
-            shape * point
-            - exposure_days * math.exp(point)
-            + math.fsum(_log_detect(math.exp(point) * t) for t in changed)
-            + correction
-            for point, correction in zip(
-                (x + spread * z for z in _HERMITE_OFFSET_LIST),
-                _HERMITE_CORRECTION_LIST,
-                strict=True,
+        # The simulator replays millions of fetches through this branch: each node's rate
+        # computed once, no function call per interval unless a product could underflow.
+        shortest = min(changed)
+        log_kernel_list = []
+        node_rates = []
+        for z, correction in zip(_HERMITE_OFFSET_LIST, _HERMITE_CORRECTION_LIST, strict=True):
+            point = x + spread * z
+            node_rate = math.exp(point)
+            if node_rate * shortest > _DETECT_FLOOR:
+                detect = sum([math.log(-math.expm1(-node_rate * t)) for t in changed])
+            else:
+                detect = sum([_log_detect(node_rate * t) for t in changed])
+            node_rates.append(node_rate)
+            log_kernel_list.append(
+                shape * point - exposure_days * node_rate + detect + correction
             )
-        ]
         top = max(log_kernel_list)
         numerator = denominator = 0.0
-        for z, value in zip(_HERMITE_OFFSET_LIST, log_kernel_list, strict=True):
+        for node_rate, value in zip(node_rates, log_kernel_list, strict=True):
             weight = math.exp(value - top)
-            numerator += weight * math.exp(x + spread * z)
+            numerator += weight * node_rate
             denominator += weight
         return numerator / denominator
+    assert intervals is not None
     points = x + spread * _HERMITE_OFFSETS
     rates = np.exp(points)
-    with np.errstate(divide="ignore", under="ignore"):
-        detect = np.log(-np.expm1(-np.multiply.outer(rates, intervals))).sum(axis=1)
+    # Floored as `_log_detect` floors (an underflowed product, never in practice), which
+    # spares the slow np.errstate context on this hot path.
+    products = np.maximum(np.multiply.outer(rates, intervals), _DETECT_FLOOR)
+    detect = np.log(-np.expm1(-products)).sum(axis=1)
     log_kernel = shape * points - exposure_days * rates + detect + _HERMITE_CORRECTION
     weights = np.exp(log_kernel - log_kernel.max())
     return float(np.dot(weights, rates) / weights.sum())
@@ -385,9 +394,12 @@ def _scalar_derivatives(rate: float, intervals: tuple[float, ...]) -> tuple[floa
     return slope, bend
 
 
+_DETECT_FLOOR = 1e-300
+
+
 def _log_detect(u: float) -> float:
-    """log(1 - e^{-u}), -745 where it underflows."""
-    return math.log(-math.expm1(-u)) if u > 1e-300 else -745.0
+    """log(1 - e^{-u}), log(1e-300) where it would underflow."""
+    return math.log(-math.expm1(-max(u, _DETECT_FLOOR)))
 
 
 def _gauss_hermite_nodes(points: int) -> tuple[FloatArray, FloatArray]:

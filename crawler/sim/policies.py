@@ -201,6 +201,13 @@ class Optimal:
             detect_periods=detect_periods,
         )
         self.next_prior_fit_day = 2.0
+        # The planner's per-URL bounds, kept up to date fetch by fetch (they depend on the
+        # record and the settings, not on μ or the prior) rather than recomputed every day.
+        self.min_intervals = np.fromiter(
+            (min_interval_days(record, self.policy) for record in self.records),
+            dtype=np.float64,
+            count=pages,
+        )
         self._solve_mu()
 
     def initial_fetch_times(self) -> FloatArray:
@@ -219,6 +226,7 @@ class Optimal:
         result = simulated_result(now_days, self.versions[page], last_change_days)
         record, schedule = simulated_fetch(self.records[page], result, self.config)
         self.records[page] = record
+        self.min_intervals[page] = min_interval_days(record, self.policy)
         rate = schedule.change_rate_per_day
         self.rates[page] = self.policy.prior.mean_rate_per_day if rate is None else rate
         return schedule.next_fetch_at / SECONDS_PER_DAY
@@ -240,11 +248,7 @@ class Optimal:
             self.budget_per_day,
             policy.objective,
             beta_days=policy.beta_seconds / SECONDS_PER_DAY,
-            min_interval_days=np.fromiter(
-                (min_interval_days(record, policy) for record in self.records),
-                dtype=np.float64,
-                count=self.pages,
-            ),
+            min_interval_days=self.min_intervals,
             max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
             mu_hint=policy.mu,
         ).mu

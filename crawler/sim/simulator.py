@@ -84,6 +84,13 @@ def simulate(
         index = next_change[page]
         end_index = offsets[page + 1]
         change = times[index] if index < end_index else math.inf
+        # _overlap, inlined: this runs once per fetch.
+        low = start if start > window_start else window_start
+        if change >= now and now <= window_end and now - low > 0.0:
+            # The common case: no change since the last fetch, inside the window.
+            fresh_total += now - low
+            current_total += now - low
+            return False
         fresh_total += _overlap(start, min(change, now), window_start, window_end)
         current_total += _overlap(start, min(change + beta_days, now), window_start, window_end)
         if change >= now:

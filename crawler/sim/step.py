@@ -9,8 +9,6 @@ d * 86400 seconds.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from crawler.config import default_settings
 from crawler.config import transition_config as settings_transition_config
 from crawler.core.backoff import HostHealth
@@ -82,5 +80,4 @@ def simulated_fetch(
     """The URL's record after this fetch and its next schedule, exactly as the worker
     computes and commits them (the frontier stores the schedule's estimate with the row)."""
     change = transition(record, result, _HOST, config, now=result.fetched_at, rng_value=0.5)
-    after = replace(change.record, change_rate_per_day=change.schedule.change_rate_per_day)
-    return after, change.schedule
+    return change.record, change.schedule

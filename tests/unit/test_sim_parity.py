@@ -5,7 +5,8 @@ HTML body (parsed, simhash compared, record updated, next fetch scheduled); the 
 is `sim.step`, which answers with a text body naming the page's version. Over randomized
 histories of clocked and Poisson pages, with failed fetches and pages that send a truthful
 Last-Modified, both must leave the same record estimate, update clock and next fetch time
-after every fetch.
+after every fetch. tests/integration/test_sim_parity_worker.py checks the same through the
+real worker, its HTTP fetch and what it commits to PostgreSQL.
 """
 
 from __future__ import annotations
