@@ -290,10 +290,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def _with_conn(settings: Settings, fn: Callable[[Any], Any]) -> Any:
-    import asyncpg
 
     async def go() -> Any:
-        conn = await asyncpg.connect(resolve_url(settings))
+        from crawler.db.connect import connect
+
+        conn = await connect(resolve_url(settings))
         try:
             return await fn(conn)
         finally:

@@ -35,7 +35,7 @@ from crawler.daemon.supervise import SideTask, Supervisor
 from crawler.daemon.webhook import WebhookDelivery
 from crawler.daemon.worker import Worker
 from crawler.db import frontier, migrate, partitions
-from crawler.db.connect import create_pool, describe
+from crawler.db.connect import connect, create_pool, describe
 from crawler.db.errors import DB_ERRORS, DB_UNAVAILABLE, renew_connections
 from crawler.db.estimates import FrontierFigures, frontier_figures
 from crawler.db.queries import QUERIES
@@ -141,7 +141,7 @@ async def database_revision(conn: asyncpg.Connection | asyncpg.Pool) -> str | No
 async def _check_database(url: str) -> str | None:
     """Fail fast, in one line, when the database cannot be reached; returns its revision."""
     try:
-        conn = await asyncpg.connect(url, timeout=DB_CONNECT_TIMEOUT_SECONDS)
+        conn = await connect(url, timeout=DB_CONNECT_TIMEOUT_SECONDS)
     except DB_ERRORS as exc:
         raise StartupError(
             f"cannot reach the database at {describe(url)} ({type(exc).__name__}: {exc}); "

@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 
+from crawler.db.connect import connect
 from crawler.db.errors import DB_ERRORS
 from crawler.db.queries import QUERIES
 from crawler.metrics import CollectionMetrics
@@ -166,7 +167,7 @@ class WebhookDelivery:
             async with self.pool.acquire() as conn:
                 yield conn
             return
-        conn = await asyncpg.connect(self.database_url)
+        conn = await connect(self.database_url)
         try:
             yield conn
         finally:
