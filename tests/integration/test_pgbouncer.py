@@ -206,7 +206,9 @@ async def test_seed_and_crawl_through_pgbouncer_in_transaction_mode(db_url: str)
             # The maintenance round and the deliverer took transaction-level locks only: no
             # server connection PgBouncer keeps open still holds one.
             assert bouncer.returncode is None
-            held = await direct.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+            held = await direct.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+            )
             assert held == 0
     finally:
         if daemon is not None and not output:
