@@ -6,7 +6,8 @@ connections: a named prepared statement, a temporary table created outside the t
 that uses it, or a session-level advisory lock would break (or leak) here. Through it, the
 test seeds URLs with ``crawler seed`` (more than the small-seed path, so the COPY staging table
 is used), runs the real daemon against the demo web with a webhook receiver, and checks that
-fetches were recorded, events delivered, nothing complained and no lock was left behind.
+fetches were recorded, events delivered, nothing complained and no lock was left behind, and
+that ``crawler db upgrade`` refuses to run through it (migrations need a direct connection).
 """
 
 from __future__ import annotations
@@ -191,6 +192,15 @@ async def test_seed_and_crawl_through_pgbouncer_in_transaction_mode(db_url: str)
             shutil.rmtree(seed_file.parent, ignore_errors=True)
             assert seeding.returncode == 0, seeded.decode()
             assert await direct.fetchval("SELECT count(*) FROM urls") == len(urls)
+
+            # Migrations hold a session-level lock: they refuse to run through PgBouncer.
+            upgrade = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "crawler", "db", "upgrade", env=env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            )
+            refused, _ = await asyncio.wait_for(upgrade.communicate(), 30)
+            assert upgrade.returncode == 2, refused.decode()
+            assert b"needs a direct connection" in refused, refused.decode()
 
             daemon = await start_daemon(env)
             await wait_for(direct, "SELECT count(*) FROM observations", len(urls) + 20, 20,
