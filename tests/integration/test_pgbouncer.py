@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -90,6 +91,18 @@ def pgbouncer_ini(directory: Path, listen_port: int, target: dict[str, str]) -> 
     return ini
 
 
+def run_as(target: dict[str, str]) -> str:
+    """The user PgBouncer drops to when started as root (it refuses to run as root): the
+    owner of the server's unix socket (the embedded server runs as a user of its own and its
+    socket directory may be closed to others), else nobody."""
+    socket_file = Path(target["host"]) / f".s.PGSQL.{target['port']}"
+    if target["host"].startswith("/") and socket_file.exists():
+        owner = pwd.getpwuid(socket_file.stat().st_uid).pw_name
+        if owner != "root":
+            return owner
+    return "nobody"
+
+
 @contextlib.asynccontextmanager
 async def pgbouncer(db_url: str) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
     """A running PgBouncer in front of ``db_url``; yields its URL and its process."""
@@ -97,8 +110,7 @@ async def pgbouncer(db_url: str) -> AsyncIterator[tuple[str, asyncio.subprocess.
     directory = Path(tempfile.mkdtemp(prefix="crawler-test-pgbouncer-"))
     port = free_port()
     ini = pgbouncer_ini(directory, port, backend(db_url))
-    # PgBouncer refuses to run as root; it reads its files before dropping to ``-u``.
-    user = ["-u", "nobody"] if os.geteuid() == 0 else []
+    user = ["-u", run_as(backend(db_url))] if os.geteuid() == 0 else []
     proc = await asyncio.create_subprocess_exec(
         binary, *user, str(ini),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -110,8 +122,11 @@ async def pgbouncer(db_url: str) -> AsyncIterator[tuple[str, asyncio.subprocess.
             assert proc.returncode is None, (await proc.communicate())[0].decode()
             try:
                 conn = await asyncpg.connect(url, statement_cache_size=0, timeout=2)
-            except (OSError, asyncpg.PostgresError):
-                assert time.monotonic() < deadline, "pgbouncer never accepted a connection"
+            except (OSError, asyncpg.PostgresError) as exc:
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    said = (await proc.communicate())[0].decode()
+                    pytest.fail(f"pgbouncer never accepted a connection ({exc!r}):\n{said}")
                 await asyncio.sleep(0.1)
                 continue
             await conn.fetchval("SELECT 1")
