@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import asyncpg
@@ -32,15 +33,22 @@ from aiohttp import web
 from daemon import daemon_env, start_daemon, stop_daemon
 from toolcheck import require_tool
 
+from crawler.db import frontier, partitions
+from crawler.db.connect import connect, database_url
 from crawler.db.frontier import SMALL_SEED
 from crawler.demo.processes import PoissonProcess
 from crawler.demo.sites import PageSpec, SiteSpec
 from crawler.demo.web import DemoWeb
+from crawler.settings import Settings
 
 pytestmark = pytest.mark.timeout(60)
 
 SERVER_POOL = 2  # server connections per (database, user): fewer than the daemon's clients
 PAGES_PER_SITE = SMALL_SEED // 3 + 5
+ADVISORY_LOCKS_HERE = (
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
 COMPLAINTS = ("prepared statement", "does not exist", "Traceback", "advisory", "ERROR")
 
 
@@ -65,7 +73,8 @@ def backend(db_url: str) -> dict[str, str]:
     return found
 
 
-def pgbouncer_ini(directory: Path, listen_port: int, target: dict[str, str]) -> Path:
+def pgbouncer_ini(directory: Path, listen_port: int, target: dict[str, str],
+                  round_robin: bool) -> Path:
     connstr = " ".join(f"{key}={value}" for key, value in target.items())
     (directory / "userlist.txt").write_text(f'"{target["user"]}" ""\n')
     ini = directory / "pgbouncer.ini"
@@ -81,6 +90,7 @@ def pgbouncer_ini(directory: Path, listen_port: int, target: dict[str, str]) -> 
         "pool_mode = transaction\n"
         f"default_pool_size = {SERVER_POOL}\n"
         "min_pool_size = 0\n"
+        f"server_round_robin = {int(round_robin)}\n"
         "reserve_pool_size = 0\n"
         "max_client_conn = 200\n"
         "ignore_startup_parameters = extra_float_digits,options\n"
@@ -104,12 +114,16 @@ def run_as(target: dict[str, str]) -> str:
 
 
 @contextlib.asynccontextmanager
-async def pgbouncer(db_url: str) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
-    """A running PgBouncer in front of ``db_url``; yields its URL and its process."""
+async def pgbouncer(
+    db_url: str, *, round_robin: bool = False
+) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    """A running PgBouncer in front of ``db_url``; yields its URL and its process.
+    ``round_robin``: hand out server connections in turn (not the last used first), so that a
+    client's consecutive transactions alternate between them."""
     binary = require_tool("pgbouncer", "pgbouncer")
     directory = Path(tempfile.mkdtemp(prefix="crawler-test-pgbouncer-"))
     port = free_port()
-    ini = pgbouncer_ini(directory, port, backend(db_url))
+    ini = pgbouncer_ini(directory, port, backend(db_url), round_robin)
     user = ["-u", run_as(backend(db_url))] if os.geteuid() == 0 else []
     proc = await asyncio.create_subprocess_exec(
         binary, *user, str(ini),
@@ -231,10 +245,7 @@ async def test_seed_and_crawl_through_pgbouncer_in_transaction_mode(db_url: str)
             # The maintenance round and the deliverer took transaction-level locks only: no
             # server connection PgBouncer keeps open still holds one.
             assert bouncer.returncode is None
-            held = await direct.fetchval(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-            )
-            assert held == 0
+            assert await direct.fetchval(ADVISORY_LOCKS_HERE) == 0
     finally:
         if daemon is not None and not output:
             output = await stop_daemon(daemon)
@@ -242,3 +253,71 @@ async def test_seed_and_crawl_through_pgbouncer_in_transaction_mode(db_url: str)
         await web_server.stop()
         await runner.cleanup()
         print("daemon:", output[-4000:])  # shown by pytest only when the test fails
+
+
+class HoppingConnection(asyncpg.Connection):
+    """After each statement it runs outside a transaction (a COMMIT too), this client moves to
+    the other server connection, as it may any time in production: an idle ``hog`` takes the
+    server connection that statement ran on (PgBouncer hands out the last released first),
+    then the other hog lets go of the other one."""
+
+    hogs: tuple[asyncpg.Connection, asyncpg.Connection] | None = None
+    hop_on_fetchval = True
+
+    async def _hop(self) -> None:
+        if self.hogs is None or self.is_in_transaction():
+            return
+        taking, leaving = sorted(self.hogs, key=lambda hog: hog.is_in_transaction())
+        await taking.execute("BEGIN; SELECT 1")
+        if leaving.is_in_transaction():
+            await leaving.execute("ROLLBACK")
+
+    async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:
+        status = await super().execute(query, *args, timeout=timeout)
+        await self._hop()
+        return status
+
+    async def fetchval(self, query: str, *args: Any, column: int = 0,
+                       timeout: float | None = None) -> Any:
+        value = await super().fetchval(query, *args, column=column, timeout=timeout)
+        if self.hop_on_fetchval:
+            await self._hop()
+        return value
+
+
+async def test_session_state_would_not_survive_a_server_switch(db_url: str) -> None:
+    """Bulk seeding and partition maintenance, with this client moved to another server
+    connection after its first statement: a temporary table created outside the transaction
+    that uses it, or a session-level lock taken and released in different transactions,
+    would fail or stay behind here."""
+    async with pgbouncer(db_url) as (url, _):
+        settings = Settings.model_validate({"database_url": url, "pgbouncer": True})
+        hogs = (await asyncpg.connect(url, statement_cache_size=0),
+                await asyncpg.connect(url, statement_cache_size=0))
+        conn = await connect(database_url(settings), connection_class=HoppingConnection)
+        assert isinstance(conn, HoppingConnection)
+        direct = await asyncpg.connect(db_url)
+        try:
+            conn.hogs = hogs
+            pids = [await conn.fetchval("SELECT pg_backend_pid()") for _ in range(3)]
+            assert pids[0] != pids[1] and pids[0] == pids[2]  # it bites
+
+            urls = [(f"http://127.0.0.{2 + k % 3}:8/p{k}", 1.0) for k in range(SMALL_SEED + 50)]
+            result = await frontier.seed(conn, urls, time.time(), batch_size=40)
+            assert result.inserted == len(urls)
+            assert await direct.fetchval("SELECT count(*) FROM urls") == len(urls)
+            # Hops after execute only (each COMMIT among them) from here: the maintenance
+            # lock (a fetchval) and its release land on different server connections.
+            conn.hop_on_fetchval = False
+            for _ in range(2):  # the second round finds what the first one made
+                done = await partitions.maintain(conn, time.time(), retention_days=0,
+                                                 keep_undelivered=False, pgbouncer=True)
+                assert not done.skipped
+            # The hogs hold one server connection, PgBouncer keeps the other open: neither
+            # holds an advisory lock of this database.
+            assert await direct.fetchval(ADVISORY_LOCKS_HERE) == 0
+        finally:
+            await direct.close()
+            await conn.close()
+            for hog in hogs:
+                await hog.close()
