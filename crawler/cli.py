@@ -106,6 +106,11 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     from crawler.db.connect import describe
 
     settings = load_settings(args)
+    if settings.pgbouncer:
+        # The migration lock (migrations/env.py) is a session-level advisory lock: behind
+        # transaction pooling its unlock may reach another server connection and leave it held.
+        raise UserError("crawler db upgrade needs a direct connection to PostgreSQL: unset "
+                        "CRAWLER_PGBOUNCER and point CRAWLER_DATABASE_URL past PgBouncer")
     url = resolve_url(settings)
     migrate.upgrade_blocking(url, args.revision)
     print(f"database {describe(url)} at revision {migrate.head_revision()}")
@@ -290,10 +295,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def _with_conn(settings: Settings, fn: Callable[[Any], Any]) -> Any:
-    import asyncpg
 
     async def go() -> Any:
-        conn = await asyncpg.connect(resolve_url(settings))
+        from crawler.db.connect import connect
+
+        conn = await connect(resolve_url(settings))
         try:
             return await fn(conn)
         finally:

@@ -64,6 +64,12 @@ class Settings(BaseSettings):
         description="Where the embedded PostgreSQL keeps its data (survives restarts).",
     )
     db_pool_size: int = Field(10, ge=1, description="Connections in the daemon's pool.")
+    pgbouncer: bool = Field(
+        False,
+        description="The database URL points at PgBouncer in transaction pooling mode: no "
+        "named prepared statements, no session state across transactions. Run migrations on a "
+        "direct URL.",
+    )
 
     # --- daemon ---------------------------------------------------------------------------
     processes: int | None = Field(

@@ -48,7 +48,9 @@ def _age(seconds: float) -> str:
 
 
 async def collect_status(url: str) -> dict[str, Any]:
-    conn = await asyncpg.connect(url)
+    from crawler.db.connect import connect as db_connect
+
+    conn = await db_connect(url)
     try:
         counts = await conn.fetchrow(QUERIES["status_counts"])
         states = {r["state"]: r["n"] for r in await conn.fetch(QUERIES["urls_by_state"])}
@@ -165,7 +167,9 @@ URL_FIELDS = (
 
 
 async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | None:
-    conn = await asyncpg.connect(url)
+    from crawler.db.connect import connect as db_connect
+
+    conn = await db_connect(url)
     try:
         row = await conn.fetchrow(QUERIES["url_row"], page_url)
         if row is None:

@@ -84,10 +84,10 @@ def parse_time(value: str) -> dt.datetime:
 
 
 def with_conn(args: argparse.Namespace, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-    from crawler.db.connect import database_url
+    from crawler.db.connect import connect, database_url
 
     async def go() -> T:
-        conn = await asyncpg.connect(database_url(settings_of(args)))
+        conn = await connect(database_url(settings_of(args)))
         try:
             return await fn(conn)
         finally:

@@ -133,7 +133,9 @@ async def _check(url: str, need_schema: bool) -> None:
 
     where = describe_target(url)
     try:
-        conn = await asyncpg.connect(url, timeout=15)
+        from crawler.db.connect import connect as db_connect
+
+        conn = await db_connect(url, timeout=15)
     except Exception as error:
         problem = database_error(error, where)
         if problem is None:

@@ -51,11 +51,11 @@ def _cell(value: Any) -> Any:
 async def stream(url: str, what: str, since: dt.datetime | None, fmt: str, out: IO[str]
                  ) -> int:
     """Write every row as it arrives; returns how many were written."""
-    import asyncpg
 
+    from crawler.db.connect import connect as db_connect
     from crawler.db.queries import QUERIES
 
-    conn = await asyncpg.connect(url)
+    conn = await db_connect(url)
     written = 0
     try:
         async with conn.transaction(readonly=True):

@@ -26,11 +26,11 @@ def host_origin(text: str) -> str:
 
 
 async def set_paused(url: str, origin: str, paused: bool) -> bool:
-    import asyncpg
 
+    from crawler.db.connect import connect as db_connect
     from crawler.db.queries import QUERIES
 
-    conn = await asyncpg.connect(url)
+    conn = await db_connect(url)
     try:
         return await conn.fetchval(QUERIES["set_host_paused"], origin, paused) is not None
     finally:

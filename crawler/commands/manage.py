@@ -68,11 +68,11 @@ def read_weights(args: argparse.Namespace) -> list[tuple[str, float]]:
 
 
 async def _set_importance(url: str, pairs: Sequence[tuple[str, float]]) -> set[str]:
-    import asyncpg
 
+    from crawler.db.connect import connect as db_connect
     from crawler.db.queries import QUERIES
 
-    conn = await asyncpg.connect(url)
+    conn = await db_connect(url)
     try:
         rows = await conn.fetch(QUERIES["set_importance"], [u for u, _ in pairs],
                                 [w for _, w in pairs])
@@ -95,11 +95,11 @@ def cmd_importance(args: argparse.Namespace) -> int:
 
 
 async def _remove(url: str, urls: list[str], host: str | None, confirm: Any) -> int:
-    import asyncpg
 
+    from crawler.db.connect import connect as db_connect
     from crawler.db.queries import QUERIES
 
-    conn = await asyncpg.connect(url)
+    conn = await db_connect(url)
     try:
         removed = 0
         async with conn.transaction():

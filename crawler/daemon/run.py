@@ -35,7 +35,7 @@ from crawler.daemon.supervise import SideTask, Supervisor
 from crawler.daemon.webhook import WebhookDelivery
 from crawler.daemon.worker import Worker
 from crawler.db import frontier, migrate, partitions
-from crawler.db.connect import create_pool, describe
+from crawler.db.connect import connect, create_pool, describe
 from crawler.db.errors import DB_ERRORS, DB_UNAVAILABLE, renew_connections
 from crawler.db.estimates import FrontierFigures, frontier_figures
 from crawler.db.queries import QUERIES
@@ -141,7 +141,7 @@ async def database_revision(conn: asyncpg.Connection | asyncpg.Pool) -> str | No
 async def _check_database(url: str) -> str | None:
     """Fail fast, in one line, when the database cannot be reached; returns its revision."""
     try:
-        conn = await asyncpg.connect(url, timeout=DB_CONNECT_TIMEOUT_SECONDS)
+        conn = await connect(url, timeout=DB_CONNECT_TIMEOUT_SECONDS)
     except DB_ERRORS as exc:
         raise StartupError(
             f"cannot reach the database at {describe(url)} ({type(exc).__name__}: {exc}); "
@@ -291,7 +291,8 @@ async def _start(
         stack.push_async_callback(webhook_session.close)
     if plans:  # this month's and the next ones' partitions before the first fetch
         await partitions.maintain_once(pool, retention_days=settings.observation_retention_days,
-                                       keep_undelivered=bool(settings.webhook_url))
+                                       keep_undelivered=bool(settings.webhook_url),
+                                       pgbouncer=settings.pgbouncer)
     daemon = Daemon(settings, url, head, owner, pool, metrics, collection, webhook_session, plans)
     daemon.session = session
     started.append(daemon)
@@ -337,7 +338,7 @@ class Daemon:
                                   required=False))
             tasks.append(SideTask("partition maintenance", lambda: partitions.keep_partitions(
                 self.pool, retention_days=settings.observation_retention_days,
-                keep_undelivered=bool(settings.webhook_url),
+                keep_undelivered=bool(settings.webhook_url), pgbouncer=settings.pgbouncer,
             ), required=False))
         if self.plans and settings.schedule == "optimal":
 
@@ -362,6 +363,7 @@ class Daemon:
                 timeout_seconds=settings.webhook_timeout,
                 max_backoff_seconds=settings.webhook_max_backoff,
                 database_url=self.url,  # its own connection: none taken from fetching
+                pgbouncer=settings.pgbouncer,
             )
             tasks.append(SideTask("webhook delivery", delivery.run, required=False))
         return tasks

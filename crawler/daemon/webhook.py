@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 
+from crawler.db.connect import connect
 from crawler.db.errors import DB_ERRORS
 from crawler.db.queries import QUERIES
 from crawler.metrics import CollectionMetrics
@@ -64,8 +65,10 @@ class WebhookDelivery:
         max_backoff_seconds: float = 3600.0,
         batch: int = BATCH_EVENTS,
         database_url: str | None = None,
+        pgbouncer: bool = False,
     ) -> None:
         self.pool = pool
+        self.pgbouncer = pgbouncer
         self.database_url = database_url
         self.session = session
         self.url = canonical_url(url)  # raises for a scheme or URL never to be requested
@@ -146,12 +149,17 @@ class WebhookDelivery:
 
         Only the holder of the outbox's advisory lock delivers (held by a connection of its
         own for as long as it lives), so that daemons sharing a database do not interleave
-        one URL's events; the others take over when it goes away.
+        one URL's events; the others take over when it goes away. Behind PgBouncer's
+        transaction pooling a session lock would stay on whichever server connection took it:
+        there each round is one transaction holding a transaction-level lock instead, its
+        events marked delivered when the lock goes (see ``_deliver_in_transactions``).
         """
         while True:
             with contextlib.suppress(*DB_ERRORS):
                 async with self._connection() as conn:
-                    if await conn.fetchval("SELECT pg_try_advisory_lock($1)", DELIVERY_LOCK):
+                    if self.pgbouncer:
+                        await self._deliver_in_transactions(conn)
+                    elif await conn.fetchval("SELECT pg_try_advisory_lock($1)", DELIVERY_LOCK):
                         try:
                             await self._deliver_while_holding(conn)
                         finally:
@@ -166,11 +174,28 @@ class WebhookDelivery:
             async with self.pool.acquire() as conn:
                 yield conn
             return
-        conn = await asyncpg.connect(self.database_url)
+        conn = await connect(self.database_url)
         try:
             yield conn
         finally:
             await conn.close()
+
+    async def _deliver_in_transactions(self, conn: asyncpg.Connection) -> None:
+        """Rounds, each in a transaction holding the delivery lock, until another daemon
+        holds it (the caller then waits): rounds of different daemons never interleave, and
+        a round's marks commit as its lock is released, so the next round sees them."""
+        while not conn.is_closed():
+            delivered = 0
+            if time.time() >= self.receiver_down_until:
+                async with conn.transaction():
+                    if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)",
+                                               DELIVERY_LOCK):
+                        return
+                    delivered = await self.deliver_round(conn)
+            await self.sample(conn)
+            if delivered == 0:
+                wait = max(IDLE_POLL_SECONDS, self.receiver_down_until - time.time())
+                await asyncio.sleep(min(wait, IDLE_POLL_SECONDS * 4))
 
     async def _deliver_while_holding(self, conn: asyncpg.Connection) -> None:
         while not conn.is_closed():  # a lost connection has lost the lock too

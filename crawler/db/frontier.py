@@ -137,10 +137,12 @@ async def seed(
     if isinstance(conn, asyncpg.Pool):
         async with conn.acquire() as acquired:
             return await seed(acquired, urls, now, batch_size=batch_size, progress=progress)
-    await conn.execute(QUERIES["seed_staging"])
     for start in range(0, len(unique), batch_size):
         batch = unique[start : start + batch_size]
         async with conn.transaction():
+            # Created (if need be) in the transaction that uses it: behind PgBouncer's
+            # transaction pooling, each transaction may run on another server connection.
+            await conn.execute(QUERIES["seed_staging"])
             await conn.copy_records_to_table(
                 "seed_staging",
                 records=[(u, origin_of(u), importance[u]) for u in batch],

@@ -18,7 +18,8 @@ holds the maintenance lock. Each round, for each table:
   versions, and a revisit record refers to an older response's row (README, "Partitions and
   retention").
 
-Every DDL statement runs in a short transaction with ``lock_timeout``: creating or dropping a
+Every DDL statement runs in a short transaction with ``lock_timeout`` (behind PgBouncer, each
+table's statements share one; see ``maintain``): creating or dropping a
 partition needs a brief exclusive lock on the table, and a statement waiting on a long reader
 would hold every insert up behind it. A round that cannot get its lock gives up and the next
 round tries again (there are months of slack ahead).
@@ -217,11 +218,25 @@ async def maintain(
     *,
     retention_days: float,
     keep_undelivered: bool,
+    pgbouncer: bool = False,
 ) -> Maintenance:
     """One round over every partitioned table (see the module's docstring). ``now`` is the
     moment it plans for (the caller's clock); ``retention_days`` 0 drops nothing;
-    ``keep_undelivered``: a webhook delivers the outbox, so months with pending events stay."""
+    ``keep_undelivered``: a webhook delivers the outbox, so months with pending events stay.
+    ``pgbouncer``: behind PgBouncer's transaction pooling a session-level lock would stay on
+    whichever server connection took it, so each table's work is one transaction holding a
+    transaction-level lock instead (a round another daemon holds is skipped, as ever)."""
     done = Maintenance()
+    if pgbouncer:
+        for table in PARTITIONED_TABLES:
+            async with conn.transaction():
+                if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)",
+                                           MAINTENANCE_LOCK):
+                    done.skipped = True
+                    return done
+                await maintain_table(conn, table, now, retention_days=retention_days,
+                                     keep_undelivered=keep_undelivered, done=done)
+        return done
     if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", MAINTENANCE_LOCK):
         done.skipped = True
         return done
@@ -235,14 +250,14 @@ async def maintain(
 
 
 async def maintain_once(
-    pool: asyncpg.Pool, *, retention_days: float, keep_undelivered: bool
+    pool: asyncpg.Pool, *, retention_days: float, keep_undelivered: bool, pgbouncer: bool = False
 ) -> Maintenance | None:
     """A round on a connection of ``pool``, logged; None when it failed (logged, retried by
     the next round: a DEFAULT partition takes every insert meanwhile)."""
     try:
         async with pool.acquire() as conn:
             done = await maintain(conn, time.time(), retention_days=retention_days,
-                                  keep_undelivered=keep_undelivered)
+                                  keep_undelivered=keep_undelivered, pgbouncer=pgbouncer)
     except DB_ERRORS as exc:
         log.warning("partition maintenance failed (%s: %s); retrying in %.0fs",
                     type(exc).__name__, exc, MAINTENANCE_SECONDS)
@@ -262,9 +277,10 @@ async def maintain_once(
 
 async def keep_partitions(
     pool: asyncpg.Pool, *, retention_days: float, keep_undelivered: bool,
-    interval: float = MAINTENANCE_SECONDS,
+    interval: float = MAINTENANCE_SECONDS, pgbouncer: bool = False,
 ) -> None:
     """Side task: a maintenance round every ``interval`` seconds, until cancelled."""
     while True:
-        await maintain_once(pool, retention_days=retention_days, keep_undelivered=keep_undelivered)
+        await maintain_once(pool, retention_days=retention_days, keep_undelivered=keep_undelivered,
+                            pgbouncer=pgbouncer)
         await asyncio.sleep(interval)

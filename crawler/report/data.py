@@ -16,6 +16,7 @@ import asyncpg
 
 from crawler.core.lifetime_fit import LifetimeFit, PageObservation, fit_lifetimes
 from crawler.core.model import SECONDS_PER_DAY
+from crawler.db.connect import connect
 from crawler.db.queries import parse_queries
 
 REPORT_QUERIES = parse_queries(
@@ -129,7 +130,7 @@ async def read_report_data(conn: asyncpg.Connection, generated_at: datetime) -> 
 
 
 async def load_report_data(database_url: str, generated_at: datetime) -> ReportData:
-    conn = await asyncpg.connect(database_url)
+    conn = await connect(database_url)
     try:
         return await read_report_data(conn, generated_at)
     finally:
@@ -137,7 +138,7 @@ async def load_report_data(database_url: str, generated_at: datetime) -> ReportD
 
 
 async def load_url_histories(database_url: str) -> list[UrlHistory]:
-    conn = await asyncpg.connect(database_url)
+    conn = await connect(database_url)
     try:
         return await read_url_histories(conn)
     finally:
