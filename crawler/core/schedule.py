@@ -70,13 +70,27 @@ def estimated_rate_per_day(record: UrlRecord, policy: SchedulePolicy) -> float:
     """The URL's working change rate: Cho & Garcia-Molina's Last-Modified estimate when the
     server's dates are credible, else the posterior mean under its host's (or the global)
     prior, by the fast estimator (the simulator replays millions of fetches through this
-    function; the previous estimate only seeds its mode search)."""
+    function; the previous estimate only seeds its mode search).
+
+    A page timed by its update clock changes at most once per period, so its rate is capped
+    at 1 / period (docs/MODEL.md section 3.2). Both Poisson estimators assume fetch times that
+    do not depend on change times; a timed page is fetched just after each update, so every
+    fetch sees a change only minutes old: the posterior then climbs without bound and the
+    Last-Modified estimate reads one change per few minutes, and the planner would starve
+    the very pages it times best.
+    """
     known = known_change_rate_per_day(record)
-    if known is not None:
-        return known
-    return fast_posterior_rate(
-        record.history, policy.prior_for(record.host_id), record.change_rate_per_day
+    rate = (
+        known
+        if known is not None
+        else fast_posterior_rate(
+            record.history, policy.prior_for(record.host_id), record.change_rate_per_day
+        )
     )
+    model = timing_model(record, policy)
+    if model is not None:
+        rate = min(rate, 1.0 / model.period_days)
+    return rate
 
 
 def optimal_fetch_rate_per_day(
