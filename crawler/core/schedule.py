@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from crawler.core.estimate import DEFAULT_PRIOR, GammaPrior, fast_posterior_rate
-from crawler.core.last_modified import known_change_rate_per_day
 from crawler.core.model import (
     CONTENT_OUTCOMES,
     DISALLOWED,
@@ -68,25 +67,23 @@ def uniform_interval_seconds(policy: SchedulePolicy) -> float:
 
 
 def estimated_rate_per_day(record: UrlRecord, policy: SchedulePolicy) -> float:
-    """The URL's working change rate: Cho & Garcia-Molina's Last-Modified estimate when the
-    server's dates are credible, else the posterior mean under its host's (or the global)
+    """The URL's working change rate: the posterior mean under its host's (or the global)
     prior, by the fast estimator (the simulator replays millions of fetches through this
     function; the previous estimate only seeds its mode search).
 
     A page timed by its update clock changes at most once per period, so its rate is capped
-    at 1 / period (docs/MODEL.md section 3.2). Both Poisson estimators assume fetch times that
+    at 1 / period (docs/MODEL.md section 3.2). The Poisson estimators assume fetch times that
     do not depend on change times; a timed page is fetched just after each update, so every
-    fetch sees a change only minutes old: the posterior then climbs without bound and the
-    Last-Modified estimate reads one change per few minutes, and the planner would starve
-    the very pages it times best.
+    fetch sees a change only minutes old: the posterior then climbs without bound, Cho &
+    Garcia-Molina's Last-Modified estimate reads one change every few minutes, and the
+    planner starved exactly the pages it timed best.
+
+    A credible Last-Modified enters through the period detector (it dates each change to
+    the minute: ``crawler.core.observe``), not as the rate: on grimes its known-change-time
+    estimate scheduled worse than the interval posterior (docs/MODEL.md section 2.4).
     """
-    known = known_change_rate_per_day(record)
-    rate = (
-        known
-        if known is not None
-        else fast_posterior_rate(
-            record.history, policy.prior_for(record.host_id), record.change_rate_per_day
-        )
+    rate = fast_posterior_rate(
+        record.history, policy.prior_for(record.host_id), record.change_rate_per_day
     )
     model = timing_model(record, policy)
     if model is not None:
