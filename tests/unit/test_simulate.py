@@ -185,22 +185,23 @@ def test_timing_clocked_pages_beats_treating_them_as_poisson_on_grimes_for_every
 @pytest.fixture(scope="module")
 def periodic_runs() -> dict[str, float]:
     """uniform and optimal on clocked pages only, at a generous budget (a fetch per page per
-    hour) and a tight one (a fetch per page per day); at the generous budget also with half
-    the pages sending a truthful Last-Modified."""
-    population = build_population("periodic", 120, 8.0, seed=3)
+    hour: 120 pages, 8 days, 4 warm-up), also with half the pages sending a truthful
+    Last-Modified, and at a tight one (a fetch per page per day: 300 pages, 30 days, 15
+    warm-up, long enough for the daily pages to be learnt from fetches a day apart)."""
     runs = {
-        "generous": (120.0 * 24.0, ("uniform", "optimal", "optimal+lm")),
-        "tight": (120.0, ("uniform", "optimal")),
+        "generous": (120, 8.0, 24.0, ("uniform", "optimal", "optimal+lm")),
+        "tight": (300, 30.0, 1.0, ("uniform", "optimal")),
     }
     scores: dict[str, float] = {}
-    for budget_name, (budget_per_day, names) in runs.items():
+    for budget_name, (pages, days, per_page_per_day, names) in runs.items():
+        population = build_population("periodic", pages, days, seed=3)
         for name in names:
             scores[f"{budget_name}:{name}"] = simulate(
                 population,
                 name.removesuffix("+lm"),
-                days=8.0,
-                budget_per_day=budget_per_day,
-                warmup_days=4.0,
+                days=days,
+                budget_per_day=pages * per_page_per_day,
+                warmup_days=days / 2.0,
                 seed=3,
                 last_modified_share=0.5 if name.endswith("+lm") else 0.0,
             ).freshness
