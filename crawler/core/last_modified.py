@@ -2,10 +2,11 @@
 
 Cho & Garcia-Molina (2003) estimate a page's change rate from the Last-Modified date: a fetch
 that finds a change saw the page unchanged only since its last modification, not since the
-previous fetch. The estimator (``crawler.core.estimate.last_modified_rate``) is used only for
+previous fetch. The estimator (``crawler.core.estimate.last_modified_rate``) is given only for
 URLs whose recent Last-Modified headers pass the credibility test
 (``last_modified_is_credible``: not stamped with the response time, not in the future, never
-going backwards). Pure.
+going backwards). The schedule uses the dates to time changes for the period detector
+(``crawler.core.observe``), not this rate: docs/MODEL.md section 2.4 says why. Pure.
 """
 
 from __future__ import annotations

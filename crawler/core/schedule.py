@@ -9,12 +9,12 @@ re-solves μ for the whole population so that the rates add up to the budget.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from crawler.core.estimate import DEFAULT_PRIOR, GammaPrior, fast_posterior_rate
-from crawler.core.last_modified import known_change_rate_per_day
 from crawler.core.model import (
     CONTENT_OUTCOMES,
     DISALLOWED,
@@ -25,7 +25,7 @@ from crawler.core.model import (
     Schedule,
     UrlRecord,
 )
-from crawler.core.periodic import PeriodicModel
+from crawler.core.periodic import PeriodicModel, next_update_after
 from crawler.core.plan import Objective, fetch_rate_for, next_fetch_time
 
 FIRST_RETRY_SECONDS = 60.0
@@ -67,16 +67,28 @@ def uniform_interval_seconds(policy: SchedulePolicy) -> float:
 
 
 def estimated_rate_per_day(record: UrlRecord, policy: SchedulePolicy) -> float:
-    """The URL's working change rate: Cho & Garcia-Molina's Last-Modified estimate when the
-    server's dates are credible, else the posterior mean under its host's (or the global)
+    """The URL's working change rate: the posterior mean under its host's (or the global)
     prior, by the fast estimator (the simulator replays millions of fetches through this
-    function; the previous estimate only seeds its mode search)."""
-    known = known_change_rate_per_day(record)
-    if known is not None:
-        return known
-    return fast_posterior_rate(
+    function; the previous estimate only seeds its mode search).
+
+    A page timed by its update clock changes at most once per period, so its rate is capped
+    at 1 / period (docs/MODEL.md section 3.2). The Poisson estimators assume fetch times that
+    do not depend on change times; a timed page is fetched just after each update, so every
+    fetch sees a change only minutes old: the posterior then climbs without bound, Cho &
+    Garcia-Molina's Last-Modified estimate reads one change every few minutes, and the
+    planner starved exactly the pages it timed best.
+
+    A credible Last-Modified enters through the period detector (it dates each change to
+    the minute: ``crawler.core.observe``), not as the rate: on grimes its known-change-time
+    estimate scheduled worse than the interval posterior (docs/MODEL.md section 2.4).
+    """
+    rate = fast_posterior_rate(
         record.history, policy.prior_for(record.host_id), record.change_rate_per_day
     )
+    model = timing_model(record, policy)
+    if model is not None:
+        rate = min(rate, 1.0 / model.period_days)
+    return rate
 
 
 def optimal_fetch_rate_per_day(
@@ -166,4 +178,23 @@ def next_fetch(
         min_update_delay_days=policy.min_interval_seconds / SECONDS_PER_DAY,
         saw_change=bool(obs.changed),
     )
+    if periodic is not None and not obs.changed:
+        next_days = max(next_days, _retry_after_early_miss(now / SECONDS_PER_DAY, periodic, policy))
     return Schedule(next_days * SECONDS_PER_DAY, change_rate, fetch_rate)
+
+
+def _retry_after_early_miss(now_days: float, model: PeriodicModel, policy: SchedulePolicy) -> float:
+    """The retry of a timed page fetched shortly BEFORE its target (expected update + delay)
+    that found nothing new: the target plus the same lead, at most an eighth of the period.
+
+    A fetch comes early only when the crawler runs ahead of its schedule (a work-conserving
+    crawler with spare capacity, as the simulator is); retrying at the target itself would
+    hand the page every spare slot until the update, each fetch wasted. Returns -inf when the
+    fetch was not early (on time, a skipped update: the next cycle is the plan's business).
+    """
+    delay_days = update_delay_seconds(model, policy) / SECONDS_PER_DAY
+    target = next_update_after(model, now_days - delay_days) + delay_days
+    lead = target - now_days
+    if not 0.0 < lead < 0.25 * model.period_days:
+        return -math.inf
+    return target + min(lead, 0.125 * model.period_days)

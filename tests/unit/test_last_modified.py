@@ -47,9 +47,12 @@ def test_credible_dates_give_cho_and_garcia_molinas_estimate() -> None:
     assert h.changes > 0
     known = known_change_rate_per_day(record)
     assert known == pytest.approx(last_modified_rate(h.fetches, h.changes, h.observed_days))
-    assert estimated_rate_per_day(record, CONFIG.schedule) == known
     # The page changes every 2 days: the known-times estimate is close to 0.5/day.
     assert known == pytest.approx(0.5, rel=0.5)
+    # The schedule's rate stays the interval posterior (the dates reach the period detector
+    # instead: docs/MODEL.md section 2.4); measured on grimes, it schedules better.
+    posterior = posterior_rate(record.history, CONFIG.schedule.prior)
+    assert estimated_rate_per_day(record, CONFIG.schedule) == pytest.approx(posterior, rel=0.03)
 
 
 @pytest.mark.parametrize("dated", ["stamped", "none"])

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crawler.config import default_settings, schedule_policy
+from crawler.core.estimate import DEFAULT_PRIOR, ChangeHistory
+from crawler.core.model import SECONDS_PER_DAY, Observation, Outcome, UrlRecord
 from crawler.core.periodic import (
     HOUR_DAYS,
     PeriodicModel,
@@ -17,6 +21,12 @@ from crawler.core.periodic import (
     fetch_time_after,
     next_update_after,
     rayleigh_p_value,
+)
+from crawler.core.schedule import (
+    SchedulePolicy,
+    estimated_rate_per_day,
+    next_fetch,
+    update_delay_seconds,
 )
 
 EPOCH_DAYS = 20_000.0  # absolute time, like days since 1970
@@ -184,3 +194,57 @@ def test_next_update_and_fetch_time(
     # The fetch lands a fixed margin after an update instant, never before it.
     lag_cycles = (fetch - model.phase_days - 2.0 * model.jitter_days) / period
     assert abs(lag_cycles - round(lag_cycles)) < 1e-6
+
+
+# ---------------------------------------------------------------------------------------------
+# Scheduling a timed page (crawler.core.schedule)
+
+
+def _timed_daily_record(changed_days: int) -> tuple[UrlRecord, SchedulePolicy]:
+    """A daily page (updates at 06:00, jitter ~3 min) fetched just after every update: each
+    interval a day long and changed, as the timed schedule produces."""
+    history = ChangeHistory()
+    for _ in range(changed_days):
+        history = history.observe(1.0, True)
+    record = UrlRecord(
+        1,
+        "http://a.test/",
+        history=history,
+        periodic=PeriodicModel(1.0, 0.25, 2.0 * MINUTE_DAYS, 50.0),
+        last_fetched_at=(EPOCH_DAYS + 0.26) * SECONDS_PER_DAY,
+    )
+    policy = schedule_policy(
+        default_settings(), mode="optimal", detect_periods=True, mu=0.05, prior=DEFAULT_PRIOR
+    )
+    return record, policy
+
+
+def test_a_timed_pages_rate_is_capped_at_one_change_per_period() -> None:
+    # Every interval saw a change: the Poisson posterior reads that as a fast page...
+    record, policy = _timed_daily_record(40)
+    untimed = estimated_rate_per_day(record, replace(policy, detect_periods=False))
+    assert untimed > 1.2
+    # ...but a clock that updates once a day changes at most once a day.
+    assert estimated_rate_per_day(record, policy) == pytest.approx(1.0)
+
+
+def _unchanged(at_days: float) -> Observation:
+    return Observation(
+        fetched_at=at_days * SECONDS_PER_DAY, outcome=Outcome.OK, status=200, size_bytes=10,
+        duration_seconds=0.1, simhash=1, content_hash=b"x", simhash_distance=0, changed=False,
+        content_changed=False, last_modified=None, error_kind=None, truncated=False,
+    )
+
+
+def test_a_timed_page_fetched_early_retries_as_late_after_its_target() -> None:
+    record, policy = _timed_daily_record(40)
+    model = record.periodic
+    assert model is not None
+    delay = update_delay_seconds(model, policy) / SECONDS_PER_DAY
+    target = next_update_after(model, EPOCH_DAYS + 1.0) + delay  # tomorrow 06:00 + delay
+    early = 20.0 * MINUTE_DAYS
+    schedule = next_fetch(record, _unchanged(target - early), policy)
+    assert schedule.next_fetch_at / SECONDS_PER_DAY == pytest.approx(target + early)
+    # On time and nothing new (a skipped update): no retry within the cycle.
+    on_time = next_fetch(record, _unchanged(target + MINUTE_DAYS), policy)
+    assert on_time.next_fetch_at / SECONDS_PER_DAY > target + 0.5
