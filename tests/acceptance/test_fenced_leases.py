@@ -16,6 +16,7 @@ import asyncpg
 import pytest
 from aiohttp import web
 from daemon import daemon_env, start_daemon, stop_daemon
+from loopback import ManyAddressServer
 
 from crawler.db import frontier
 
@@ -24,18 +25,16 @@ pytestmark = pytest.mark.timeout(300)
 LEASE_SECONDS = 15.0
 
 
-class SlowHosts:
+class SlowHosts(ManyAddressServer):
     """Pages on several loopback addresses, each request slow; logs every request's span and
     the daemon (by User-Agent) that sent it."""
 
     def __init__(self, addresses: list[str], handle_seconds: float) -> None:
-        self.addresses = addresses
+        super().__init__(addresses)
         self.handle_seconds = handle_seconds
         # host -> [(user agent, start, end)]
         self.requests: dict[str, list[tuple[str, float, float]]] = defaultdict(list)
         self.in_flight: dict[str, set[str]] = defaultdict(set)
-        self.runner: web.AppRunner | None = None
-        self.port = 0
 
     async def handle(self, request: web.Request) -> web.Response:
         agent = request.headers.get("User-Agent", "")
@@ -61,21 +60,6 @@ class SlowHosts:
 
     def urls(self, per_host: int) -> list[str]:
         return [f"http://{a}:{self.port}/p{i}" for a in self.addresses for i in range(per_host)]
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        first = web.TCPSite(self.runner, self.addresses[0], 0)
-        await first.start()
-        self.port = first._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        for address in self.addresses[1:]:
-            await web.TCPSite(self.runner, address, self.port).start()
-
-    async def stop(self) -> None:
-        assert self.runner is not None
-        await self.runner.cleanup()
 
 
 def free_port() -> int:

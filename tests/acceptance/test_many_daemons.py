@@ -16,6 +16,7 @@ import asyncpg
 import pytest
 from aiohttp import web
 from daemon import daemon_env, start_daemon, stop_daemon
+from loopback import ManyAddressServer
 
 from crawler.daemon.run import SAMPLE_INTERVAL_SECONDS
 from crawler.db import frontier
@@ -30,16 +31,14 @@ PLANNER_INTERVAL = 1.0
 ROUNDS = "SELECT value FROM planner_state WHERE key = 'round'"
 
 
-class SpanServer:
+class SpanServer(ManyAddressServer):
     """One port on many loopback addresses; logs each request's (start, end) per host."""
 
     def __init__(self, addresses: list[str]) -> None:
-        self.addresses = addresses
+        super().__init__(addresses)
         self.spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
         self.in_flight: dict[str, int] = defaultdict(int)
         self.max_in_flight: dict[str, int] = defaultdict(int)
-        self.runner: web.AppRunner | None = None
-        self.port = 0
 
     async def handle(self, request: web.Request) -> web.Response:
         host = request.host
@@ -53,21 +52,6 @@ class SpanServer:
             return web.Response(text="User-agent: *\nAllow: /\n")
         return web.Response(text=f"<html><body><p>{request.path} words</p></body></html>",
                             content_type="text/html")
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        first = web.TCPSite(self.runner, self.addresses[0], 0)
-        await first.start()
-        self.port = first._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        for address in self.addresses[1:]:
-            await web.TCPSite(self.runner, address, self.port).start()
-
-    async def stop(self) -> None:
-        assert self.runner is not None
-        await self.runner.cleanup()
 
 
 async def test_four_daemons_share_200_hosts_politely_with_one_planner(db_url: str) -> None:

@@ -10,6 +10,7 @@ from collections import defaultdict
 import asyncpg
 import pytest
 from aiohttp import web
+from loopback import ManyAddressServer
 
 from crawler.config import default_settings
 from crawler.daemon.config import fetch_limits, worker_config
@@ -31,18 +32,16 @@ class NullEvents:
     def lease_rejected(self, write: str) -> None: ...
 
 
-class RecordingServer:
+class RecordingServer(ManyAddressServer):
     """Serves small pages on several loopback addresses and logs each request's span."""
 
     def __init__(self, addresses: list[str], handle_seconds: float = 0.03) -> None:
-        self.addresses = addresses
+        super().__init__(addresses)
         self.handle_seconds = handle_seconds
         self.spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
         self.in_flight: dict[str, int] = defaultdict(int)
         self.max_in_flight: dict[str, int] = defaultdict(int)
         self.paths: dict[str, list[str]] = defaultdict(list)
-        self.runner: web.AppRunner | None = None
-        self.port = 0
 
     async def handle(self, request: web.Request) -> web.Response:
         host = request.host
@@ -58,21 +57,6 @@ class RecordingServer:
 
     def pages_served(self) -> int:
         return sum(p != "/robots.txt" for paths in self.paths.values() for p in paths)
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        first = web.TCPSite(self.runner, self.addresses[0], 0)
-        await first.start()
-        self.port = first._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        for address in self.addresses[1:]:
-            await web.TCPSite(self.runner, address, self.port).start()
-
-    async def stop(self) -> None:
-        assert self.runner is not None
-        await self.runner.cleanup()
 
 
 async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
