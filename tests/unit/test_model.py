@@ -73,3 +73,9 @@ def test_replace_record_keeps_the_record_frozen_and_rejects_unknown_fields() -> 
         copy.fetch_count = 1  # type: ignore[misc]
     with pytest.raises(TypeError):
         replace_record(copy, no_such_field=1)
+
+
+def test_url_record_has_no_post_init_for_the_fast_copy_to_skip() -> None:
+    """replace_record fills the slots without calling __init__: were UrlRecord to gain a
+    __post_init__ (validation, derived fields), the copy would silently skip it."""
+    assert not hasattr(UrlRecord, "__post_init__")
