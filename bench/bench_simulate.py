@@ -1,4 +1,4 @@
-"""Wall time of the `optimal` policy: 100,000 brewington pages for 365 days (target < 60 s).
+"""CPU time of the `optimal` policy: 100,000 brewington pages for 365 days (target <= 60 s).
 
 Also prints what the simulator's speed rests on: the fast posterior (`fast_posterior_rate`,
 what the daemon and the simulator schedule with) against the exact quadrature

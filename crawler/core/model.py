@@ -6,8 +6,10 @@ conversion happens once, in ``crawler.core.observe`` and ``crawler.core.schedule
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from operator import attrgetter
+from typing import Any
 
 from crawler.core.estimate import ChangeHistory, LastModifiedHistory
 from crawler.core.periodic import PeriodicModel
@@ -89,6 +91,34 @@ class UrlRecord:
     # region ``last_simhash`` was computed under (crawler.core.region.Region.key).
     region: Region = WHOLE_PAGE
     fingerprint_region: str = ""
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(UrlRecord))
+_RECORD_INDEX = {name: index for index, name in enumerate(_RECORD_FIELDS)}
+_record_values = attrgetter(*_RECORD_FIELDS)
+# The slots' own setters: what the frozen __init__ reaches through object.__setattr__.
+_RECORD_SETTERS = tuple(getattr(UrlRecord, name).__set__ for name in _RECORD_FIELDS)
+
+
+def replace_record(record: UrlRecord, /, **changes: Any) -> UrlRecord:
+    """``dataclasses.replace(record, **changes)`` at a third of the cost.
+
+    Every fetch copies its record twice (``crawler.core.observe.updated_record``, then the
+    schedule's rate in ``crawler.core.transition``), and the simulator replays millions of
+    fetches: ``replace`` spends ~6 us a copy on UrlRecord's 25 fields, this ~2 us. UrlRecord
+    has no ``__post_init__``, so filling the slots directly builds the very value its
+    ``__init__`` would (tests/unit/test_model.py compares them field by field).
+    """
+    values = list(_record_values(record))
+    for name, value in changes.items():
+        index = _RECORD_INDEX.get(name)
+        if index is None:
+            raise TypeError(f"UrlRecord has no field {name!r}")
+        values[index] = value
+    copy = object.__new__(UrlRecord)
+    for setter, value in zip(_RECORD_SETTERS, values, strict=True):
+        setter(copy, value)
+    return copy
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from crawler.core.model import (
     Observation,
     UrlRecord,
     UrlState,
+    replace_record,
 )
 from crawler.core.periodic import PeriodicModel, detect_period_from_intervals
 from crawler.core.region import Region
@@ -125,12 +126,12 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
     """The URL's state after this fetch (schedule aside)."""
     if obs.outcome == DISALLOWED:
         # Not requested, but a fetch of the URL all the same: counted, nothing else changes.
-        return replace(
+        return replace_record(
             record, state=UrlState.DISALLOWED, fetch_count=record.fetch_count + 1
         )
     if obs.outcome == REDIRECT:
         # Moved permanently: the URL now points elsewhere; its target is a URL of its own.
-        return replace(
+        return replace_record(
             record,
             state=UrlState.REDIRECTED,
             last_status=obs.status,
@@ -139,7 +140,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
         )
     if obs.outcome == GONE:
         # A lifespan ends; consecutive_failures counts the gone answers in a row.
-        return replace(
+        return replace_record(
             record,
             state=UrlState.GONE,
             last_status=obs.status,
@@ -147,7 +148,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
             consecutive_failures=record.consecutive_failures + 1,
         )
     if obs.outcome not in (OK, NOT_MODIFIED):
-        return replace(
+        return replace_record(
             record,
             state=(
                 UrlState.ERROR
@@ -190,7 +191,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
                 brackets = (*brackets, start_days, end_days)[-2 * MAX_CHANGE_BRACKETS :]
                 if _period_test_due(record.change_count + 1):
                     periodic = detect_update_clock(brackets)
-    return replace(
+    return replace_record(
         record,
         state=UrlState.ACTIVE,
         last_fetched_at=obs.fetched_at,

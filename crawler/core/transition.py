@@ -10,7 +10,7 @@ Pure: no clock, no randomness, no I/O. ``now`` and ``rng_value`` are inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from crawler.core.backoff import CircuitBreaker, HostHealth, host_verdict
@@ -25,6 +25,7 @@ from crawler.core.model import (
     Schedule,
     UrlRecord,
     UrlState,
+    replace_record,
 )
 from crawler.core.observe import as_permanent_redirect, observe, updated_record
 from crawler.core.patterns import UrlFilter
@@ -232,7 +233,7 @@ def transition(
         )
     return Transition(
         before=record,
-        record=replace(after, change_rate_per_day=schedule.change_rate_per_day),
+        record=replace_record(after, change_rate_per_day=schedule.change_rate_per_day),
         observation=obs,
         schedule=schedule,
         host=host_update(host, result, config.breaker, now=now, rng_value=rng_value),

@@ -8,6 +8,7 @@ consecutive fetches of each page, over [warm-up, end].
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from bisect import bisect_right
@@ -51,7 +52,36 @@ def simulate(
 
     A random `last_modified_share` of the pages send a truthful Last-Modified (the time of
     their latest change); the others send none.
+
+    The cyclic garbage collector is paused for the run: every fetch replaces a record made of
+    small immutable values (no reference cycles), yet each collection walks them all; at
+    100,000 pages the collections cost 15% of the run's CPU.
     """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _simulate(
+            population, policy_name, days=days, budget_per_day=budget_per_day,
+            warmup_days=warmup_days, beta_days=beta_days, seed=seed,
+            last_modified_share=last_modified_share, work_conserving=work_conserving,
+        )
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _simulate(
+    population: Population,
+    policy_name: str,
+    *,
+    days: float,
+    budget_per_day: float,
+    warmup_days: float,
+    beta_days: float,
+    seed: int,
+    last_modified_share: float,
+    work_conserving: bool,
+) -> SimulationResult:
     if not 0.0 <= warmup_days < days:
         raise ValueError("warm-up must be shorter than the run")
     if not 0.0 <= last_modified_share <= 1.0:

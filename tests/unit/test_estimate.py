@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crawler.core import estimate
 from crawler.core.estimate import (
     DEFAULT_PRIOR,
     MAX_CHANGED_INTERVALS,
@@ -288,6 +289,46 @@ def test_fast_posterior_stays_within_three_percent_of_the_exact_posterior() -> N
         assert guessed == pytest.approx(exact, rel=0.03)
     assert max(errors) < 0.03
     assert float(np.median(errors)) < 0.005
+
+
+def _random_cases(rng: random.Random, count: int) -> list[tuple[ChangeHistory, GammaPrior, float]]:
+    cases = []
+    for _ in range(count):
+        rate = 10 ** rng.uniform(-2.5, 1.5)
+        history = ChangeHistory()
+        for _ in range(rng.randint(1, 200)):
+            interval = rng.uniform(0.05, 3.0) / rate
+            history = history.observe(interval, rng.random() < 1 - math.exp(-rate * interval))
+        prior = GammaPrior(rng.uniform(0.1, 5.0), rng.uniform(0.5, 200.0))
+        cases.append((history, prior, rate * rng.uniform(0.3, 3.0)))
+    return cases
+
+
+def test_fast_posterior_newton_stop_moves_the_mean_by_under_1e4(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The mode search stops at a step of 1e-3 (speed); the mean it returns is within 1e-4
+    of a search run to full convergence, whatever the seed guess."""
+    cases = _random_cases(random.Random(11), 150)
+    assert any(h.changes > 40 for h, _, _ in cases) and any(h.changes < 12 for h, _, _ in cases)
+    default = [fast_posterior_rate(h, p, g) for h, p, g in cases]
+    monkeypatch.setattr(estimate, "_NEWTON_TOLERANCE", 1e-13)
+    converged = [fast_posterior_rate(h, p, g) for h, p, g in cases]
+    errors = [abs(a / b - 1.0) for a, b in zip(default, converged, strict=True)]
+    assert max(errors) < 1e-4
+    assert max(errors) > 0.0  # the stop does cut the search short somewhere
+
+
+def test_fast_posterior_numpy_and_float_nodes_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long records weigh the Gauss-Hermite nodes in numpy, short ones in floats: the same
+    formula, so the same value to rounding."""
+    cases = [c for c in _random_cases(random.Random(12), 120) if c[0].changes > 0]
+    monkeypatch.setattr(estimate, "_SCALAR_NODES_MAX_INTERVALS", 0)
+    in_numpy = [fast_posterior_rate(h, p, g) for h, p, g in cases]
+    monkeypatch.setattr(estimate, "_SCALAR_NODES_MAX_INTERVALS", MAX_CHANGED_INTERVALS)
+    in_floats = [fast_posterior_rate(h, p, g) for h, p, g in cases]
+    for a, b in zip(in_numpy, in_floats, strict=True):
+        assert a == pytest.approx(b, rel=1e-12)
 
 
 def test_a_credible_last_modified_dates_the_change() -> None:

@@ -1,0 +1,81 @@
+"""UrlRecord mechanics: the fast copy builds exactly what dataclasses.replace builds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from crawler.core.estimate import ChangeHistory, LastModifiedHistory
+from crawler.core.model import UrlRecord, UrlState, replace_record
+from crawler.core.periodic import PeriodicModel
+
+
+def _every_field_set() -> UrlRecord:
+    """A record whose every field differs from its default, so a dropped field shows."""
+    record = UrlRecord(
+        url_id=7,
+        url="https://example.test/a",
+        host_id=3,
+        state=UrlState.ACTIVE,
+        importance=2.5,
+        last_fetched_at=1000.0,
+        last_status=200,
+        last_simhash=12345,
+        last_content_hash=b"\x01\x02",
+        etag='"e"',
+        last_modified=900.0,
+        fetch_count=4,
+        change_count=2,
+        consecutive_failures=1,
+        history=ChangeHistory((1.0, 2.0), 3.0, 4),
+        change_rate_per_day=0.25,
+        change_brackets_days=(1.0, 2.0),
+        periodic=PeriodicModel(period_days=1.0, phase_days=0.25, jitter_days=0.01, strength=9.0),
+        site_id=9,
+        depth=2,
+        last_modified_history=LastModifiedHistory(2, 1, 5.0),
+        last_modified_evidence_days=(0.5, 1.0),
+        fingerprint_region="r",
+    )
+    defaults = UrlRecord(url_id=0, url="")
+    for f in dataclasses.fields(UrlRecord):
+        if f.name == "region":
+            continue
+        assert getattr(record, f.name) != getattr(defaults, f.name), f.name
+    return record
+
+
+def test_replace_record_matches_dataclasses_replace_on_every_field() -> None:
+    record = _every_field_set()
+    assert replace_record(record) == record
+    assert replace_record(record) is not record
+    changes = {
+        "state": UrlState.GONE,
+        "change_rate_per_day": 1.5,
+        "history": ChangeHistory((4.0,), 1.0, 2),
+        "fetch_count": 5,
+        "periodic": None,
+    }
+    copy = replace_record(record, **changes)
+    expected = dataclasses.replace(record, **changes)  # type: ignore[arg-type]
+    assert copy == expected
+    assert hash(copy) == hash(expected)
+    for f in dataclasses.fields(UrlRecord):
+        assert getattr(copy, f.name) == getattr(expected, f.name), f.name
+    assert record.state == UrlState.ACTIVE  # the original is untouched
+
+
+def test_replace_record_keeps_the_record_frozen_and_rejects_unknown_fields() -> None:
+    copy = replace_record(_every_field_set(), change_rate_per_day=None)
+    assert copy.change_rate_per_day is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copy.fetch_count = 1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        replace_record(copy, no_such_field=1)
+
+
+def test_url_record_has_no_post_init_for_the_fast_copy_to_skip() -> None:
+    """replace_record fills the slots without calling __init__: were UrlRecord to gain a
+    __post_init__ (validation, derived fields), the copy would silently skip it."""
+    assert not hasattr(UrlRecord, "__post_init__")
