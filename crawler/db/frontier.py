@@ -144,15 +144,23 @@ async def seed(
             # transaction pooling, each transaction may run on another server connection.
             await conn.execute(QUERIES["seed_staging"])
             await conn.copy_records_to_table(
-                "seed_staging",
-                records=[(u, origin_of(u), importance[u]) for u in batch],
-                columns=("url", "origin", "importance"),
+                "seed_staging", records=seed_records(batch, importance), columns=SEED_COLUMNS
             )
             await conn.execute(QUERIES["seed_hosts_from_staging"], due)
             inserted += int(await conn.fetchval(QUERIES["seed_urls_from_staging"], due))
         if progress is not None:
             progress(start + len(batch), len(unique))
     return SeedResult(inserted=inserted, already_known=len(unique) - inserted)
+
+
+SEED_COLUMNS = ("url", "origin", "importance")
+
+
+def seed_records(
+    batch: Sequence[str], importance: dict[str, float]
+) -> list[tuple[str, str, float]]:
+    """The staging rows of a batch of normalised URLs, in SEED_COLUMNS order."""
+    return [(u, origin_of(u), importance[u]) for u in batch]
 
 
 async def _seed_small(
