@@ -130,7 +130,8 @@ def read_seed_lines(lines: Sequence[str], source: str) -> tuple[list[str], list[
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        line = re.split(r"\s+#", line, maxsplit=1)[0]  # a trailing comment
+        if "#" in line:
+            line = re.split(r"\s+#", line, maxsplit=1)[0]  # a trailing comment
         normalized = normalize_url(line)
         if normalized is None:
             errors.append(f"{source}:{number}: malformed URL {line!r} (not seeded)")

@@ -77,12 +77,16 @@ def _already_normal(url: str) -> bool:
         return False  # punycode and other IDNA subtleties, dot segments, empty segments
     if port is not None and (int(port) > 65_535 or int(port) == DEFAULT_PORTS[scheme]):
         return False
-    if query is not None:
-        pairs = [tuple(pair.split("=")) for pair in query.split("&")]
-        if any(len(p) != 2 or not p[0] or _is_session_param(p[0]) for p in pairs):
-            return False
-        if pairs != sorted(pairs):
-            return False
+    if query is not None:  # key=value pairs, sorted as canonicalize_url sorts them
+        previous = ("", "")
+        for pair in query.split("&"):
+            key, equals, value = pair.partition("=")
+            if not key or not equals or "=" in value or (key, value) < previous:
+                return False
+            lower = key.lower()
+            if lower in SESSION_ID_PARAMS or lower.startswith(_SESSION_ID_PREFIX):
+                return False
+            previous = (key, value)
     return True
 
 
