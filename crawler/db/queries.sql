@@ -48,15 +48,26 @@ WITH inserted AS (
     SELECT s.url, h.id, s.importance, $1::timestamptz
     FROM seed_staging AS s
     JOIN hosts AS h ON h.origin = s.origin
-    ORDER BY s.url  -- urls_url_key is then filled leaf after leaf, not at random
+    -- A known URL is skipped by a probe of urls_url_key (cheaper than a conflicting insert).
+    WHERE NOT EXISTS (SELECT FROM urls AS u WHERE u.url = s.url)
+    -- urls_url_key is then filled leaf after leaf, and two seeders that stage the same URLs
+    -- wait on each other in one order.
+    ORDER BY s.url
     ON CONFLICT (url) DO NOTHING
     RETURNING host_id
+),
+to_move AS (
+    -- Locked in id order: two seeders moving the same hosts wait instead of deadlocking.
+    SELECT id FROM hosts
+    WHERE id IN (SELECT host_id FROM inserted)
+      AND (next_due_at IS NULL OR next_due_at > $1::timestamptz)
+    ORDER BY id
+    FOR NO KEY UPDATE
 ),
 moved AS (
     UPDATE hosts
     SET next_due_at = $1::timestamptz
-    WHERE id IN (SELECT DISTINCT host_id FROM inserted)
-      AND (next_due_at IS NULL OR next_due_at > $1::timestamptz)
+    WHERE id IN (SELECT id FROM to_move)
 )
 SELECT count(*) FROM inserted;
 

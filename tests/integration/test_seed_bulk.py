@@ -60,7 +60,7 @@ async def test_bulk_seed_commits_in_batches_and_is_idempotent(db_url: str) -> No
 
 
 async def test_interrupted_seed_keeps_what_it_committed(db_url: str, tmp_path: Path) -> None:
-    n = 50_000
+    n = 100_000  # five batches: what is in flight at Ctrl-C (two) still leaves some out
     seed_file = tmp_path / "seeds.txt"
     seed_file.write_text("".join(f"{u}\n" for u, _ in many_urls(n)))
     env = {**os.environ, "CRAWLER_DATABASE_URL": db_url}
@@ -93,7 +93,7 @@ async def test_interrupted_seed_keeps_what_it_committed(db_url: str, tmp_path: P
         out, err = await asyncio.wait_for(rerun.communicate(), 240)
         assert rerun.returncode == 0, err.decode()[-2000:]
         assert f"seeded {n - kept} new URLs ({kept} already known" in out.decode()
-        assert "seeding: 50,000/50,000 URLs (100%)" in err.decode()
+        assert "seeding: 100,000/100,000 URLs (100%)" in err.decode()
         assert await pool.fetchval("SELECT count(*) FROM urls") == n
     finally:
         if proc.returncode is None:
