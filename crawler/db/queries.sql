@@ -48,8 +48,6 @@ WITH inserted AS (
     SELECT s.url, h.id, s.importance, $1::timestamptz
     FROM seed_staging AS s
     JOIN hosts AS h ON h.origin = s.origin
-    -- A known URL is skipped by a probe of urls_url_key (cheaper than a conflicting insert).
-    WHERE NOT EXISTS (SELECT FROM urls AS u WHERE u.url = s.url)
     -- urls_url_key is then filled leaf after leaf, and two seeders that stage the same URLs
     -- wait on each other in one order.
     ORDER BY s.url
