@@ -99,3 +99,33 @@ async def test_interrupted_seed_keeps_what_it_committed(db_url: str, tmp_path: P
         if proc.returncode is None:
             proc.kill()
         await pool.close()
+
+
+async def test_parallel_seeders_on_the_same_hosts_both_commit(db_url: str) -> None:
+    """Two seeders at once (crawler seed keeps two batches in flight) staging the same URLs
+    and moving the same known hosts earlier: neither fails, every URL is counted once, every
+    host becomes due."""
+    pool = await asyncpg.create_pool(db_url, min_size=2, max_size=4)
+    try:
+        hosts = 2_000
+        await frontier.seed(pool, [(f"http://h{i}.example/", 1.0) for i in range(hosts)],
+                            time.time())
+        await pool.execute("UPDATE hosts SET next_due_at = 'infinity'")
+        # Each seeder covers every host, in an order of its own, in batches.
+        first = [(f"http://h{i % hosts}.example/a/{i}", 1.0) for i in range(20_000)]
+        second = [(f"http://h{(hosts - 1 - i) % hosts}.example/b/{i}", 1.0)
+                  for i in range(20_000)]
+        shared = [(f"http://h{i % hosts}.example/shared/{i}", 1.0) for i in range(4_000)]
+        now = time.time()
+        a, b = await asyncio.gather(
+            frontier.seed(pool, first + shared, now, batch_size=4_000),
+            frontier.seed(pool, shared + second, now, batch_size=4_000),
+        )
+        assert a.inserted + b.inserted == 44_000
+        assert a.already_known + b.already_known == 4_000
+        assert await pool.fetchval("SELECT count(*) FROM urls") == hosts + 44_000
+        assert await pool.fetchval(
+            "SELECT count(*) FROM hosts WHERE next_due_at = 'infinity'"
+        ) == 0
+    finally:
+        await pool.close()
