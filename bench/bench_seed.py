@@ -1,7 +1,7 @@
 """Seeding rate: ``crawler seed --file`` with 10^6 URLs over 10^5 hosts, cold and warm.
 
     python bench/bench_seed.py [--urls 1000000] [--hosts 100000]
-                               [--database-url postgresql://...]
+                               [--database-url postgresql://... | --embedded]
 
 A scratch database is created on the server, migrated, and dropped afterwards. Four runs:
 
@@ -27,6 +27,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
@@ -112,7 +113,7 @@ async def main(url: str, n_urls: int, n_hosts: int) -> None:
     admin = await asyncpg.connect(url)
     name = f"crawler_bench_seed_{uuid.uuid4().hex[:8]}"
     await admin.execute(f'CREATE DATABASE "{name}"')
-    db_url = url.rsplit("/", 1)[0] + "/" + name
+    db_url = urlunsplit(urlsplit(url)._replace(path="/" + name))
     try:
         await migrate.upgrade(db_url)
         with tempfile.TemporaryDirectory() as tmp:
@@ -135,5 +136,14 @@ if __name__ == "__main__":
     parser.add_argument("--urls", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=100_000)
     parser.add_argument("--database-url", default=DEFAULT_URL)
+    parser.add_argument("--embedded", action="store_true",
+                        help="start the embedded PostgreSQL in a temporary directory instead")
     ns = parser.parse_args()
-    asyncio.run(main(ns.database_url, ns.urls, ns.hosts))
+    if ns.embedded:
+        from crawler.db.connect import embedded_server
+
+        with tempfile.TemporaryDirectory(prefix="bench-seed-pg-") as data:
+            server = embedded_server(Path(data), cleanup_mode="delete")
+            asyncio.run(main(server.get_uri(database="postgres"), ns.urls, ns.hosts))
+    else:
+        asyncio.run(main(ns.database_url, ns.urls, ns.hosts))
