@@ -130,7 +130,8 @@ def read_seed_lines(lines: Sequence[str], source: str) -> tuple[list[str], list[
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        line = re.split(r"\s+#", line, maxsplit=1)[0]  # a trailing comment
+        if "#" in line:
+            line = re.split(r"\s+#", line, maxsplit=1)[0]  # a trailing comment
         normalized = normalize_url(line)
         if normalized is None:
             errors.append(f"{source}:{number}: malformed URL {line!r} (not seeded)")
@@ -257,24 +258,54 @@ def cmd_seed(args: argparse.Namespace) -> int:
                         print(patterns_line(urls[0], *patterns))
                     await seed_region(conn, urls[:1], args, window=True)
                 return result
-            inserted = already = 0
             batch = frontier.SEED_BATCH
             progress = SeedProgress(sys.stderr)
-            # Ctrl-C lets the batch in flight commit, then stops: the count said is exact.
+            # Ctrl-C lets the batches in flight commit, then stops: the count said is exact.
             interrupted = asyncio.Event()
             asyncio.get_running_loop().add_signal_handler(signal.SIGINT, interrupted.set)
-            for start in range(0, len(urls), batch):
-                if interrupted.is_set():
-                    raise KeyboardInterrupt
-                chunk = [(u, args.importance) for u in urls[start : start + batch]]
+
+            async def one(chunk: list[tuple[str, float]]) -> frontier.SeedResult:
                 result = await frontier.seed(pool, chunk, time.time())
                 async with pool.acquire() as conn:
                     await seed_region(conn, [u for u, _ in chunk], args, window=False)
-                inserted += result.inserted
-                already += result.already_known
-                committed[:] = [inserted, already]
-                progress(start + len(chunk), len(urls))
-            return frontier.SeedResult(inserted, already)
+                return result
+
+            def account(finished: set[asyncio.Task[frontier.SeedResult]]) -> None:
+                for task in finished:
+                    result = task.result()
+                    committed[0] += result.inserted
+                    committed[1] += result.already_known
+                progress(committed[0] + committed[1], len(urls))
+
+            # SEED_PARALLEL batches at once, each on its own connection: the database's time
+            # per batch is mostly one server process's CPU, so a second one overlaps it.
+            pending: set[asyncio.Task[frontier.SeedResult]] = set()
+            stopped = False
+            try:
+                for start in range(0, len(urls), batch):
+                    if interrupted.is_set():
+                        stopped = True
+                        break
+                    if len(pending) >= frontier.SEED_PARALLEL:
+                        finished, pending = await asyncio.wait(
+                            pending, return_when=asyncio.FIRST_COMPLETED
+                        )
+                        account(finished)
+                        if interrupted.is_set():
+                            stopped = True
+                            break
+                    chunk = [(u, args.importance) for u in urls[start : start + batch]]
+                    pending.add(asyncio.create_task(one(chunk)))
+                if pending:
+                    finished, pending = await asyncio.wait(pending)
+                    account(finished)
+            finally:
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+            if stopped:
+                raise KeyboardInterrupt
+            return frontier.SeedResult(committed[0], committed[1])
         finally:
             await pool.close()
 

@@ -55,7 +55,41 @@ def _without_default_port(parts: SplitResult) -> str:
     return f"{host}:{port}"
 
 
-@lru_cache(maxsize=65_536)
+# URLs already in normal form, in the plainest shape: lower-case http(s) scheme and ASCII host
+# (letter-led last label, so no IP literal), an optional non-default port, a path and a query
+# of unreserved characters only (nothing percent-encoded, no ;parameters), no fragment.
+_PLAIN_URL: Final = re.compile(
+    r"(https?)://((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?)"
+    r"(?::([1-9][0-9]{0,4}))?(/[A-Za-z0-9._~/-]*)(?:\?([A-Za-z0-9._~=&-]+))?"
+)
+
+
+def _already_normal(url: str) -> bool:
+    """Whether ``url`` is its own normal form, decided without parsing it (seeding 10^6 URLs
+    spends most of its Python time in `canonicalize_url` otherwise). False means "not known
+    to be": the full normalisation decides. tests/unit/test_links_fast_path.py holds this to
+    agreeing with the full normalisation."""
+    match = _PLAIN_URL.fullmatch(url)
+    if match is None or len(url) > MAX_URL_LENGTH:
+        return False
+    scheme, host, port, path, query = match.groups()
+    if len(host) > 253 or "--" in host or "/." in path or "//" in path:
+        return False  # punycode and other IDNA subtleties, dot segments, empty segments
+    if port is not None and (int(port) > 65_535 or int(port) == DEFAULT_PORTS[scheme]):
+        return False
+    if query is not None:  # key=value pairs, sorted as canonicalize_url sorts them
+        previous = ("", "")
+        for pair in query.split("&"):
+            key, equals, value = pair.partition("=")
+            if not key or not equals or "=" in value or (key, value) < previous:
+                return False
+            lower = key.lower()
+            if lower in SESSION_ID_PARAMS or lower.startswith(_SESSION_ID_PREFIX):
+                return False
+            previous = (key, value)
+    return True
+
+
 def normalize_url(url: str) -> str | None:
     """The canonical form of an http(s) URL, or None when it is not one or is too long.
 
@@ -63,6 +97,14 @@ def normalize_url(url: str) -> str | None:
     percent-encoding, no dot segments, "/" for an empty path, sorted query, no fragment (w3lib's
     `canonicalize_url`), then session-id query and ;path parameters removed. Idempotent.
     """
+    if _already_normal(url):
+        return url
+    return _normalize(url)
+
+
+@lru_cache(maxsize=65_536)
+def _normalize(url: str) -> str | None:
+    """normalize_url in full: parsing, `canonicalize_url`, session ids."""
     url = url.strip()
     if len(url) > MAX_URL_LENGTH:
         return None

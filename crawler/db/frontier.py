@@ -27,6 +27,8 @@ from crawler.db.queries import QUERIES
 UTC = dt.UTC
 # URLs per seeding transaction (COPY, then one insert).
 SEED_BATCH = 20_000
+# Seeding batches `crawler seed` keeps in flight at once, each on a connection of its own.
+SEED_PARALLEL = 2
 # Up to this many URLs are seeded by two array statements instead of COPY and staging.
 SMALL_SEED = 100
 
@@ -139,20 +141,43 @@ async def seed(
             return await seed(acquired, urls, now, batch_size=batch_size, progress=progress)
     for start in range(0, len(unique), batch_size):
         batch = unique[start : start + batch_size]
-        async with conn.transaction():
-            # Created (if need be) in the transaction that uses it: behind PgBouncer's
-            # transaction pooling, each transaction may run on another server connection.
-            await conn.execute(QUERIES["seed_staging"])
-            await conn.copy_records_to_table(
-                "seed_staging",
-                records=[(u, origin_of(u), importance[u]) for u in batch],
-                columns=("url", "origin", "importance"),
-            )
-            await conn.execute(QUERIES["seed_hosts_from_staging"], due)
-            inserted += int(await conn.fetchval(QUERIES["seed_urls_from_staging"], due))
+        records = seed_records(batch, importance)
+        for attempt in range(3):
+            try:
+                inserted += await _seed_batch(conn, records, due)
+                break
+            except asyncpg.DeadlockDetectedError:
+                # Another seeder (or a daemon) locked the same hosts in another order; the
+                # batch was rolled back whole, so it is simply run again.
+                if attempt == 2:
+                    raise
         if progress is not None:
             progress(start + len(batch), len(unique))
     return SeedResult(inserted=inserted, already_known=len(unique) - inserted)
+
+
+SEED_COLUMNS = ("url", "origin", "importance")
+
+
+async def _seed_batch(
+    conn: asyncpg.Connection, records: list[tuple[str, str, float]], due: dt.datetime | None
+) -> int:
+    """One batch in one transaction: COPY into staging, then the hosts and the urls inserts.
+    Returns how many URLs were new."""
+    async with conn.transaction():
+        # Created (if need be) in the transaction that uses it: behind PgBouncer's
+        # transaction pooling, each transaction may run on another server connection.
+        await conn.execute(QUERIES["seed_staging"])
+        await conn.copy_records_to_table("seed_staging", records=records, columns=SEED_COLUMNS)
+        await conn.execute(QUERIES["seed_hosts_from_staging"], due)
+        return int(await conn.fetchval(QUERIES["seed_urls_from_staging"], due))
+
+
+def seed_records(
+    batch: Sequence[str], importance: dict[str, float]
+) -> list[tuple[str, str, float]]:
+    """The staging rows of a batch of normalised URLs, in SEED_COLUMNS order."""
+    return [(u, origin_of(u), importance[u]) for u in batch]
 
 
 async def _seed_small(

@@ -29,9 +29,15 @@ CREATE TEMPORARY TABLE IF NOT EXISTS seed_staging (
 ) ON COMMIT DELETE ROWS;
 
 -- name: seed_hosts_from_staging
--- New origins of the staged URLs, due at $1 (known hosts are not rewritten).
+-- New origins of the staged URLs, due at $1 (known hosts are not rewritten). Known origins
+-- are skipped by a probe of hosts_origin_key before the insert: an insert that conflicts costs
+-- twice the probe. ON CONFLICT stays for an origin another session adds meanwhile; origins go
+-- in sorted order so that two seeders wait on each other's new origins in one order.
 INSERT INTO hosts (origin, next_due_at)
-SELECT DISTINCT origin, $1::timestamptz FROM seed_staging
+SELECT DISTINCT origin, $1::timestamptz
+FROM seed_staging AS s
+WHERE NOT EXISTS (SELECT FROM hosts AS h WHERE h.origin = s.origin)
+ORDER BY origin
 ON CONFLICT (origin) DO NOTHING;
 
 -- name: seed_urls_from_staging
@@ -42,14 +48,24 @@ WITH inserted AS (
     SELECT s.url, h.id, s.importance, $1::timestamptz
     FROM seed_staging AS s
     JOIN hosts AS h ON h.origin = s.origin
+    -- urls_url_key is then filled leaf after leaf, and two seeders that stage the same URLs
+    -- wait on each other in one order.
+    ORDER BY s.url
     ON CONFLICT (url) DO NOTHING
     RETURNING host_id
+),
+to_move AS (
+    -- Locked in id order: two seeders moving the same hosts wait instead of deadlocking.
+    SELECT id FROM hosts
+    WHERE id IN (SELECT host_id FROM inserted)
+      AND (next_due_at IS NULL OR next_due_at > $1::timestamptz)
+    ORDER BY id
+    FOR NO KEY UPDATE
 ),
 moved AS (
     UPDATE hosts
     SET next_due_at = $1::timestamptz
-    WHERE id IN (SELECT DISTINCT host_id FROM inserted)
-      AND (next_due_at IS NULL OR next_due_at > $1::timestamptz)
+    WHERE id IN (SELECT id FROM to_move)
 )
 SELECT count(*) FROM inserted;
 

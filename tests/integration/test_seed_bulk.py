@@ -60,7 +60,7 @@ async def test_bulk_seed_commits_in_batches_and_is_idempotent(db_url: str) -> No
 
 
 async def test_interrupted_seed_keeps_what_it_committed(db_url: str, tmp_path: Path) -> None:
-    n = 50_000
+    n = 100_000  # five batches: what is in flight at Ctrl-C (two) still leaves some out
     seed_file = tmp_path / "seeds.txt"
     seed_file.write_text("".join(f"{u}\n" for u, _ in many_urls(n)))
     env = {**os.environ, "CRAWLER_DATABASE_URL": db_url}
@@ -93,9 +93,39 @@ async def test_interrupted_seed_keeps_what_it_committed(db_url: str, tmp_path: P
         out, err = await asyncio.wait_for(rerun.communicate(), 240)
         assert rerun.returncode == 0, err.decode()[-2000:]
         assert f"seeded {n - kept} new URLs ({kept} already known" in out.decode()
-        assert "seeding: 50,000/50,000 URLs (100%)" in err.decode()
+        assert "seeding: 100,000/100,000 URLs (100%)" in err.decode()
         assert await pool.fetchval("SELECT count(*) FROM urls") == n
     finally:
         if proc.returncode is None:
             proc.kill()
+        await pool.close()
+
+
+async def test_parallel_seeders_on_the_same_hosts_both_commit(db_url: str) -> None:
+    """Two seeders at once (crawler seed keeps two batches in flight) staging the same URLs
+    and moving the same known hosts earlier: neither fails, every URL is counted once, every
+    host becomes due."""
+    pool = await asyncpg.create_pool(db_url, min_size=2, max_size=4)
+    try:
+        hosts = 2_000
+        await frontier.seed(pool, [(f"http://h{i}.example/", 1.0) for i in range(hosts)],
+                            time.time())
+        await pool.execute("UPDATE hosts SET next_due_at = 'infinity'")
+        # Each seeder covers every host, in an order of its own, in batches.
+        first = [(f"http://h{i % hosts}.example/a/{i}", 1.0) for i in range(20_000)]
+        second = [(f"http://h{(hosts - 1 - i) % hosts}.example/b/{i}", 1.0)
+                  for i in range(20_000)]
+        shared = [(f"http://h{i % hosts}.example/shared/{i}", 1.0) for i in range(4_000)]
+        now = time.time()
+        a, b = await asyncio.gather(
+            frontier.seed(pool, first + shared, now, batch_size=4_000),
+            frontier.seed(pool, shared + second, now, batch_size=4_000),
+        )
+        assert a.inserted + b.inserted == 44_000
+        assert a.already_known + b.already_known == 4_000
+        assert await pool.fetchval("SELECT count(*) FROM urls") == hosts + 44_000
+        assert await pool.fetchval(
+            "SELECT count(*) FROM hosts WHERE next_due_at = 'infinity'"
+        ) == 0
+    finally:
         await pool.close()
