@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import NamedTuple
 
 from alembic import op
 from sqlalchemy import text
@@ -95,8 +96,18 @@ def _primary_key(table: str) -> str:
     ))
 
 
-def _partition(table: str) -> None:
-    old = f"{table}_unpartitioned"
+class _SetAside(NamedTuple):
+    """A table renamed out of the way with its indexes and foreign keys dropped, to be copied
+    into its replacement and then dropped."""
+
+    old: str
+    indexes: list[tuple[str, str]]
+    foreign_keys: list[tuple[str, str]]
+    sequence: object
+
+
+def _set_aside(table: str, suffix: str) -> _SetAside:
+    old = f"{table}_{suffix}"
     op.execute(f"ALTER TABLE {table} RENAME TO {old}")
     indexes = _index_definitions(old)
     foreign_keys = _foreign_keys(old)
@@ -104,9 +115,28 @@ def _partition(table: str) -> None:
         op.execute(f"DROP INDEX {name}")
     for name, _ in foreign_keys:
         op.execute(f"ALTER TABLE {old} DROP CONSTRAINT {name}")
-    op.execute(f"ALTER TABLE {old} RENAME CONSTRAINT {_primary_key(old)} TO {old}_pkey")
     sequence = _scalar(f"SELECT pg_get_serial_sequence('{old}', 'id')")
+    return _SetAside(old, indexes, foreign_keys, sequence)
 
+
+def _replace(table: str, aside: _SetAside, primary_key: str) -> None:
+    """Copy the set-aside rows into ``table`` (already created), then give it the old table's
+    keys, indexes, foreign keys and id sequence, and drop the old one."""
+    op.execute(f"INSERT INTO {table} SELECT * FROM {aside.old}")
+    op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {table}_pkey PRIMARY KEY ({primary_key})")
+    for _, definition in aside.indexes:
+        op.execute(_retarget(definition, aside.old, table))
+    for name, definition in aside.foreign_keys:
+        op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")
+    if aside.sequence is not None:
+        op.execute(f"ALTER SEQUENCE {aside.sequence} OWNED BY {table}.id")
+    op.execute(f"DROP TABLE {aside.old}")  # and its partitions, when it had any
+
+
+def _partition(table: str) -> None:
+    aside = _set_aside(table, "unpartitioned")
+    old = aside.old
+    op.execute(f"ALTER TABLE {old} RENAME CONSTRAINT {_primary_key(old)} TO {old}_pkey")
     op.execute(
         f"CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
         f"INCLUDING STORAGE INCLUDING COMMENTS) PARTITION BY RANGE (fetched_at)"
@@ -131,43 +161,19 @@ def _partition(table: str) -> None:
             f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
         )
     op.execute(f"CREATE TABLE {table}_default PARTITION OF {table} DEFAULT")
-
-    op.execute(f"INSERT INTO {table} SELECT * FROM {old}")
-    op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {table}_pkey PRIMARY KEY (id, fetched_at)")
-    for _, definition in indexes:
-        op.execute(_retarget(definition, old, table))
-    for name, definition in foreign_keys:
-        op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")
-    if sequence is not None:
-        op.execute(f"ALTER SEQUENCE {sequence} OWNED BY {table}.id")
-    op.execute(f"DROP TABLE {old}")
+    _replace(table, aside, "id, fetched_at")
     op.execute(f"ANALYZE {table}")
 
 
 def _unpartition(table: str) -> None:
-    old = f"{table}_partitioned"
-    op.execute(f"ALTER TABLE {table} RENAME TO {old}")
-    indexes = _index_definitions(old)
-    foreign_keys = _foreign_keys(old)
-    for name, _ in indexes:
-        op.execute(f"DROP INDEX {name}")
-    for name, _ in foreign_keys:
-        op.execute(f"ALTER TABLE {old} DROP CONSTRAINT {name}")
+    aside = _set_aside(table, "partitioned")
+    old = aside.old
     op.execute(f"ALTER TABLE {old} DROP CONSTRAINT {_primary_key(old)}")
-    sequence = _scalar(f"SELECT pg_get_serial_sequence('{old}', 'id')")
     op.execute(
         f"CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
         f"INCLUDING STORAGE INCLUDING COMMENTS)"
     )
-    op.execute(f"INSERT INTO {table} SELECT * FROM {old}")
-    op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {table}_pkey PRIMARY KEY (id)")
-    for _, definition in indexes:
-        op.execute(_retarget(definition, old, table))
-    for name, definition in foreign_keys:
-        op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}")
-    if sequence is not None:
-        op.execute(f"ALTER SEQUENCE {sequence} OWNED BY {table}.id")
-    op.execute(f"DROP TABLE {old}")  # and its partitions
+    _replace(table, aside, "id")
 
 
 def upgrade() -> None:
