@@ -54,14 +54,13 @@ def bomb(encoding: str) -> bytes:
     raise ValueError(encoding)
 
 
-class HostileServer:
+class RawServer:
+    """A raw asyncio TCP server on a loopback address; subclasses write the bytes of each
+    connection (``_connection``), which ``stop`` cancels."""
+
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
         self.port = 0
-        self.accepted = 0
-        self.requests: list[tuple[float, str]] = []
-        self.robots_mode = "ok"
-        self.robots_body = b"User-agent: *\nDisallow: /private\n"
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -84,6 +83,20 @@ class HostileServer:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class HostileServer(RawServer):
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__(host)
+        self.accepted = 0
+        self.requests: list[tuple[float, str]] = []
+        self.robots_mode = "ok"
+        self.robots_body = b"User-agent: *\nDisallow: /private\n"
+
+
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -350,7 +363,7 @@ def http_date(when: float) -> str:
 FORGED = head("200 OK", {"Content-Type": "text/html", "Content-Length": "6"}) + b"FORGED"
 
 
-class KeepAliveServer:
+class KeepAliveServer(RawServer):
     """An HTTP/1.1 server that keeps connections open and misbehaves on some of them.
 
     ``served`` lists (connection number, path) per request, so a test can tell which
@@ -367,36 +380,15 @@ class KeepAliveServer:
     HUGE_BYTES = 256 * 1024
 
     def __init__(self, host: str = "127.0.0.1") -> None:
-        self.host = host
-        self.port = 0
+        super().__init__(host)
         self.connections = 0
         self.served: list[tuple[int, str]] = []
         self.forged_sent = asyncio.Event()
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
-    @property
-    def origin(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def url(self, path: str) -> str:
-        return self.origin + path
 
     def connection_of(self, path: str) -> int:
         return next(conn for conn, served in reversed(self.served) if served == path)
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._connection, self.host, 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
