@@ -66,16 +66,33 @@ def as_permanent_redirect(result: FetchResult) -> FetchResult:
     return replace(result, outcome=REDIRECT, body=b"", error_kind=None, truncated=False)
 
 
+def same_fingerprinted_bytes(record: UrlRecord, result: FetchResult) -> bool:
+    """Whether the fetch returned exactly the bytes whose fingerprint is stored, under the same
+    region: its simhash is then the stored one, and parsing the page again would only repeat
+    the work (in a re-crawl most fetches are such; parsing is most of a fetch's CPU). Their
+    out-links are the stored ones too."""
+    return (
+        result.outcome == OK
+        and record.last_simhash is not None
+        and record.last_content_hash is not None
+        and record.fingerprint_region == record.region.key
+        and content_hash(result.body) == record.last_content_hash
+    )
+
+
 def observe(
     record: UrlRecord,
     result: FetchResult,
     threshold_bits: int,
     page: ParsedPage | None = None,
+    *,
+    same_bytes: bool | None = None,
 ) -> Observation:
     """Compare a fetch with the stored version of the page.
 
-    ``page`` is the fetch already parsed by ``parse_result`` (parsed here when omitted);
-    non-HTML content gets only the exact hash.
+    ``page`` is the fetch already parsed by ``parse_result`` (parsed here when omitted, unless
+    the bytes are the stored version's: ``same_fingerprinted_bytes``); non-HTML content gets
+    only the exact hash. ``same_bytes`` is ``same_fingerprinted_bytes`` when the caller has it.
 
     A fingerprint stored under another region than the record's (``crawler watch`` changed it)
     is not compared with: this fetch's fingerprint is the new baseline, and the fetch counts as
@@ -87,7 +104,12 @@ def observe(
     distance: int | None = None
     changed: bool | None = None
     content_changed: bool | None = None
-    if result.outcome == OK:
+    if same_bytes is None:
+        same_bytes = page is None and same_fingerprinted_bytes(record, result)
+    if same_bytes:
+        simhash, exact = record.last_simhash, record.last_content_hash
+        distance, changed, content_changed = 0, False, False
+    elif result.outcome == OK:
         exact = content_hash(result.body)
         if page is None:
             page = parse_result(result, region=record.region)

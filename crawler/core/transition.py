@@ -27,7 +27,12 @@ from crawler.core.model import (
     UrlState,
     replace_record,
 )
-from crawler.core.observe import as_permanent_redirect, observe, updated_record
+from crawler.core.observe import (
+    as_permanent_redirect,
+    observe,
+    same_fingerprinted_bytes,
+    updated_record,
+)
 from crawler.core.patterns import UrlFilter
 from crawler.core.schedule import SchedulePolicy, next_fetch
 
@@ -207,7 +212,8 @@ def transition(
     if permanent:
         result = as_permanent_redirect(result)
     page = None
-    if not permanent:
+    same_bytes = not permanent and same_fingerprinted_bytes(record, result)
+    if not permanent and not same_bytes:
         # Bounded, never raises: a page the parser fails on is recorded with parse_error.
         result, page = parse_bounded(
             result,
@@ -215,7 +221,7 @@ def transition(
             max_links=config.max_outlinks,
             region=record.region,
         )
-    obs = observe(record, result, config.simhash_threshold, page)
+    obs = observe(record, result, config.simhash_threshold, page, same_bytes=same_bytes)
     after = updated_record(record, result, obs)
     schedule = next_fetch(after, obs, config.schedule, robots_expires_at=robots_expires_at)
     window = None

@@ -136,3 +136,35 @@ def test_the_transition_is_a_function_of_its_inputs() -> None:
     record = UrlRecord(1, URL, site_id=2, depth=1)
     result = ok(page("same input", '<a href="/x">x</a>'))
     assert step(record, result) == step(record, result)
+
+
+def test_identical_bytes_reuse_the_stored_fingerprint_without_parsing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A re-fetch of exactly the stored bytes is unchanged with the stored simhash; the parser
+    is not run (the fingerprint of identical bytes is known), and a window keeps its links."""
+    body = page("stable words on a page that does not change " * 20, '<a href="/b">b</a>')
+    site_record = replace(UrlRecord(1, URL), site_id=7, depth=0)
+    first = step(site_record, ok(body))
+    assert first.window is not None and first.window.out_links == ("http://a.test/b",)
+    # A stored simhash no parse of this body gives proves it is reused, not recomputed.
+    stored = replace(first.record, last_simhash=first.record.last_simhash ^ 0b111)
+
+    def no_parse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("identical bytes were parsed again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("crawler.core.transition.parse_bounded", no_parse)
+        again = step(stored, ok(body, at=NOW + 3600))
+    assert again.observation.simhash == stored.last_simhash
+    assert (again.observation.simhash_distance, again.observation.changed) == (0, False)
+    assert again.observation.content_changed is False
+    assert again.record.last_simhash == stored.last_simhash
+    assert again.window is not None and again.window.out_links is None  # keep the old links
+    assert again.event is None
+    # One byte more: parsed, fingerprinted afresh, compared with the stored simhash.
+    edited = step(stored, ok(body + b" ", at=NOW + 7200))
+    assert edited.observation.simhash == first.record.last_simhash
+    assert edited.observation.simhash_distance == 3
+    assert edited.observation.content_changed is True
+    assert edited.window is not None and edited.window.out_links == ("http://a.test/b",)
