@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -85,7 +87,12 @@ def build_docroot(root: Path) -> tuple[str, list[int]]:
     return name, [len(body) for body in corpus]
 
 
-def nginx_config(workdir: Path, docroot: Path, addresses: list[str], port: int) -> str:
+# A server that never answers 304: no ETag, If-Modified-Since ignored.
+NO_CONDITIONAL = "  etag off;\n  if_modified_since off;\n"
+
+
+def nginx_config(workdir: Path, docroot: Path, addresses: list[str], port: int,
+                 conditional: bool = True) -> str:
     listens = "".join(f"    listen {address}:{port};\n" for address in addresses)
     temp = "".join(
         f"  {kind}_temp_path {workdir / kind};\n"
@@ -99,6 +106,7 @@ def nginx_config(workdir: Path, docroot: Path, addresses: list[str], port: int) 
         "http {\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n"
         "  keepalive_requests 100000;\n  default_type text/html;\n"
         "  types { text/html html; text/plain txt; }\n"
+        f"{'' if conditional else NO_CONDITIONAL}"
         f"{temp}"
         f"  server {{\n{listens}    root {docroot};\n  }}\n}}\n"
     )
@@ -123,8 +131,10 @@ def serve_aiohttp(docroot: str, addresses: list[str], port: int) -> None:
 class StaticWeb:
     """nginx (or the aiohttp fallback) serving ``docroot`` on every address."""
 
-    def __init__(self, workdir: Path, docroot: Path, addresses: list[str]) -> None:
+    def __init__(self, workdir: Path, docroot: Path, addresses: list[str],
+                 conditional: bool = True) -> None:
         self.workdir, self.docroot, self.addresses = workdir, docroot, addresses
+        self.conditional = conditional
         self.port = free_port()
         self.kind = ""
         self._nginx: subprocess.Popen[bytes] | None = None
@@ -137,7 +147,7 @@ class StaticWeb:
         if nginx:
             config = self.workdir / "nginx.conf"
             config.write_text(nginx_config(self.workdir, self.docroot, self.addresses,
-                                           self.port))
+                                           self.port, self.conditional))
             self._nginx = subprocess.Popen([nginx, "-c", str(config), "-p", str(self.workdir)])
             self.kind = "nginx"
         else:
@@ -157,6 +167,14 @@ class StaticWeb:
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"{self.kind} did not start") from None
                     time.sleep(0.1)
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server has used so far (its master and workers)."""
+        if self._nginx is not None:
+            return tree_cpu_seconds(self._nginx.pid)
+        if self._fallback is not None and self._fallback.pid is not None:
+            return tree_cpu_seconds(self._fallback.pid)
+        return 0.0
 
     def stop(self) -> None:
         if self._nginx is not None:
@@ -189,11 +207,55 @@ def process_tree_memory_bytes(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-async def run_crawler(url: str, urls: list[str], args: argparse.Namespace,
-                      data_dir: Path) -> tuple[int, float, tuple[int, int]]:
-    """Seed, run `crawler run` until every URL is fetched; (pages, seconds, peak RSS and PSS)."""
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds (user + system) of ``root``, its live descendants, and the children it has
+    already waited for. Summed per process from /proc, so a figure per page holds however
+    busy the rest of the machine is (unlike pages per second)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # utime, stime, cutime, cstime: fields 14-17 of proc(5), 11-14 after the name.
+        total += sum(int(value) for value in fields[11:15])
+        stack.extend(children.get(pid, []))
+    return total / CLOCK_TICKS
+
+
+def postmaster_pid(data_dir: Path) -> int | None:
+    """The embedded server's postmaster, from its pid file (first line)."""
+    for pid_file in data_dir.rglob("postmaster.pid"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            return int(pid_file.read_text().split()[0])
+    return None
+
+
+async def run_crawler(url: str, urls: list[str], args: argparse.Namespace, data_dir: Path,
+                      *, recrawl: bool = False) -> tuple[int, float, tuple[int, int], float]:
+    """Seed, run `crawler run` until every URL is fetched; (pages, seconds, peak RSS and PSS,
+    CPU seconds of the crawler's processes). With ``recrawl``, make every URL due again
+    instead (the pages have not changed: the steady state of a re-crawl)."""
     pool = await asyncpg.create_pool(url, min_size=1, max_size=2)
-    await frontier.seed(pool, [(u, 1.0) for u in urls], time.time() - 1)
+    since = await pool.fetchval("SELECT now()")
+    if recrawl:
+        await pool.execute("UPDATE urls SET next_fetch_at = now() - interval '1 second'")
+        await pool.execute("UPDATE hosts SET next_due_at = now() - interval '1 second'")
+    else:
+        await frontier.seed(pool, [(u, 1.0) for u in urls], time.time() - 1)
     env = {
         **os.environ,
         "CRAWLER_DATABASE_URL": url,
@@ -212,12 +274,13 @@ async def run_crawler(url: str, urls: list[str], args: argparse.Namespace,
     if args.processes:
         env["CRAWLER_PROCESSES"] = str(args.processes)
     daemon = subprocess.Popen([sys.executable, "-m", "crawler", "run"], env=env)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     peak_rss = peak_pss = 0
     try:
         deadline = time.monotonic() + args.timeout
         while True:
             fetched = await pool.fetchval(
-                "SELECT count(*) FROM urls WHERE last_fetched_at IS NOT NULL"
+                "SELECT count(*) FROM urls WHERE last_fetched_at >= $1", since
             )
             rss, pss = process_tree_memory_bytes(daemon.pid)
             peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
@@ -227,24 +290,34 @@ async def run_crawler(url: str, urls: list[str], args: argparse.Namespace,
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(120)
+    # The daemon and its fetch processes, waited for: their whole CPU, start-up included.
+    children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    crawler_cpu = (children_after.ru_utime - children_before.ru_utime
+                   + children_after.ru_stime - children_before.ru_stime)
     row = await pool.fetchrow(
         "SELECT count(*) AS n, extract(epoch FROM max(fetched_at) - min(fetched_at)) AS span, "
-        "count(*) FILTER (WHERE outcome = 'ok') AS ok FROM observations"
+        "count(*) FILTER (WHERE outcome IN ('ok', 'not_modified')) AS ok, "
+        "count(*) FILTER (WHERE outcome = 'not_modified') AS not_modified "
+        "FROM observations WHERE fetched_at >= $1", since
     )
     await pool.close()
     assert row is not None
     if row["ok"] != row["n"]:
         print(f"  warning: {row['n'] - row['ok']} of {row['n']} fetches were not 'ok'")
-    return int(row["n"]), float(row["span"] or 0.0), (peak_rss, peak_pss)
+    if recrawl:
+        print(f"  re-crawl: {row['not_modified']:,} of {row['n']:,} answered 304 Not Modified")
+    return int(row["n"]), float(row["span"] or 0.0), (peak_rss, peak_pss), crawler_cpu
 
 
-def run_scrapy(urls_file: Path, concurrency: int, timeout: float) -> tuple[int, float] | None:
+def run_scrapy(urls_file: Path, concurrency: int,
+               timeout: float) -> tuple[int, float, float] | None:
     try:
         import scrapy  # noqa: F401
     except ImportError:
         print("scrapy: not installed (pip install -e '.[bench]'); skipped")
         return None
     env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [sys.executable, str(HERE / "scrapy_spider.py"), str(urls_file), str(concurrency)],
         capture_output=True, text=True, timeout=timeout, env=env, check=False,
@@ -252,8 +325,11 @@ def run_scrapy(urls_file: Path, concurrency: int, timeout: float) -> tuple[int, 
     if done.returncode != 0:
         print("scrapy failed:", done.stderr[-2000:])
         return None
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return int(result["pages"]), float(result["last"] - (result["first"] or result["last"]))
+    return (int(result["pages"]), float(result["last"] - (result["first"] or result["last"])),
+            cpu)
 
 
 def main() -> None:
@@ -266,6 +342,12 @@ def main() -> None:
                         help="hosts in flight per crawler fetch process")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--no-scrapy", action="store_true")
+    parser.add_argument("--recrawl", action="store_true",
+                        help="then fetch every URL once more (unchanged pages: the steady "
+                             "state of a re-crawl), and print that rate too")
+    parser.add_argument("--no-conditional", action="store_true",
+                        help="nginx sends no ETag and ignores If-Modified-Since, as many "
+                             "dynamic sites do: every re-fetch is a full 200")
     args = parser.parse_args()
 
     addresses = [host_address(i) for i in range(args.hosts)]
@@ -273,7 +355,7 @@ def main() -> None:
         work = Path(tmp)
         os.chmod(work, 0o755)  # nginx workers read the document root
         corpus, sizes = build_docroot(work / "www")
-        web = StaticWeb(work, work / "www", addresses)
+        web = StaticWeb(work, work / "www", addresses, conditional=not args.no_conditional)
         web.start()
         try:
             # Host i serves pages i*P .. i*P+P-1 of the corpus (cycled): every page is fetched
@@ -298,22 +380,46 @@ def main() -> None:
                   f"served by {web.kind}; corpus {corpus}, mean page {mean_bytes / 1000:.1f} KB")
             print(f"machine: {os.cpu_count()} CPUs, load average "
                   f"{os.getloadavg()[0]:.1f} at start (shared: absolute figures are low)")
-            pages, seconds, (rss, pss) = asyncio.run(run_crawler(url, urls, args, data_dir))
+            postmaster = postmaster_pid(data_dir)
+            pg_before = tree_cpu_seconds(postmaster) if postmaster else 0.0
+            web_before = web.cpu_seconds()
+            pages, seconds, (rss, pss), crawler_cpu = asyncio.run(
+                run_crawler(url, urls, args, data_dir)
+            )
+            pg_cpu = (tree_cpu_seconds(postmaster) - pg_before) if postmaster else 0.0
+            web_cpu = web.cpu_seconds() - web_before
             crawler_rate = pages / seconds if seconds > 0 else 0.0
             print(f"crawler run: {pages:,} pages recorded in {seconds:.1f} s = "
                   f"{crawler_rate:,.0f} pages/s [target >= 1,100 pages/s: "
                   f"{'met' if crawler_rate >= 1100 else 'MISSED'}]")
             print(f"crawler memory, parent and fetch processes at peak: RSS {rss / 2**20:,.0f} "
                   f"MiB, PSS {pss / 2**20:,.0f} MiB (pages shared after fork counted once)")
+            per_page = 1000 / max(pages, 1)
+            total_ms = (crawler_cpu + pg_cpu + web_cpu) * per_page
+            cpus = os.cpu_count() or 1
+            print(f"CPU per page (ms): crawler {crawler_cpu * per_page:.2f} (start-up "
+                  f"included), PostgreSQL {pg_cpu * per_page:.2f}, {web.kind.split()[0]} "
+                  f"{web_cpu * per_page:.2f}; total {total_ms:.2f}, so at most "
+                  f"{1000 * cpus / max(total_ms, 1e-9):,.0f} pages/s on {cpus} idle CPUs")
+            if args.recrawl:
+                again, again_seconds, _, again_cpu = asyncio.run(
+                    run_crawler(url, urls, args, data_dir, recrawl=True)
+                )
+                print(f"crawler re-crawl of the unchanged pages: {again:,} fetches in "
+                      f"{again_seconds:.1f} s = {again / max(again_seconds, 1e-9):,.0f} "
+                      f"pages/s, crawler CPU {1000 * again_cpu / max(again, 1):.2f} ms per page")
             scrapy = None if args.no_scrapy else run_scrapy(
                 urls_file, args.hosts, args.timeout
             )
             if scrapy is not None:
-                scrapy_pages, scrapy_seconds = scrapy
+                scrapy_pages, scrapy_seconds, scrapy_cpu = scrapy
                 scrapy_rate = scrapy_pages / scrapy_seconds if scrapy_seconds > 0 else 0.0
                 ratio = crawler_rate / scrapy_rate if scrapy_rate else float("inf")
+                scrapy_ms = 1000 * scrapy_cpu / max(scrapy_pages, 1)
+                crawler_ms = crawler_cpu * per_page
                 print(f"scrapy: {scrapy_pages:,} pages fingerprinted in {scrapy_seconds:.1f} s "
-                      f"= {scrapy_rate:,.0f} pages/s")
+                      f"= {scrapy_rate:,.0f} pages/s, {scrapy_ms:.2f} ms CPU per page "
+                      f"(crawler: {crawler_ms:.2f}, {scrapy_ms / max(crawler_ms, 1e-9):.2f}x less)")
                 print(f"ratio crawler/scrapy: {ratio:.2f}x "
                       f"[target >= 2.5x: {'met' if ratio >= 2.5 else 'MISSED'}]")
         finally:
