@@ -6,6 +6,11 @@ Run: .venv/bin/python bench/bench_frontier.py [--sizes 100000:10000,1000000:1000
 
 Each size is URLS:HOSTS. For each, a scratch database is created on the server and dropped
 afterwards. 10% of hosts are leased by another daemon and 10% backed off, as in a busy fleet.
+Claim + record runs twice on the same due work (one URL in ten): with the old path, one
+``record_fetch`` statement (one commit) per fetch and one ``release_host`` per host, and with
+the daemon's recorder (``crawler.daemon.recorder``), which writes many hosts' fetches and
+releases in one statement each; it prints both rates and their ratio (issue 13 asks 20,000
+URLs/s). A phase ends after --record-seconds or when the due work runs out.
 After the last size a table compares claim and idle-wake latency with the first size's (issue
 13 asks 10^7 URLs within 1.5x of 10^5). --no-planner skips the planner round (at 10^6 URLs and
 up its re-plan walk takes minutes).
@@ -108,10 +113,10 @@ async def record_claim_batched(recorder: Recorder, claim: frontier.HostClaim,
 
 async def claim_and_record(
     pool: asyncpg.Pool, seconds: float, *, batched: bool, claim_hosts: int, in_flight: int,
-) -> tuple[int, float, float]:
+) -> tuple[int, float, float, str]:
     """Claim due hosts and record one fetch of each claimed URL, hosts concurrently as the
     daemon drains them (up to ``in_flight`` hosts at once), for ``seconds``. Returns URLs
-    recorded, seconds, and seconds spent waiting for claims."""
+    recorded, seconds, seconds spent waiting for claims, and the batches written."""
     make = fetch_maker()
     recorder = Recorder(pool)
     owner = f"bench-{uuid.uuid4().hex[:6]}"
@@ -142,7 +147,10 @@ async def claim_and_record(
     if tasks:
         done, _ = await asyncio.wait(tasks)
         recorded += sum(t.result() for t in done)
-    return recorded, elapsed, claiming
+    batches = recorder.records.batches
+    shape = (f"{batches:,} record batches of {recorder.records.items / batches:.0f} fetches"
+             if batches else "one statement per fetch")
+    return recorded, elapsed, claiming, shape
 
 
 async def make_due_again(pool: asyncpg.Pool) -> None:
@@ -258,14 +266,14 @@ async def run_size(url: str, n_urls: int, n_hosts: int, planner: bool,
             ("batched recorder", True, 500, 2000),
         ):
             await make_due_again(pool)
-            recorded, seconds, claiming = await claim_and_record(
+            recorded, seconds, claiming, shape = await claim_and_record(
                 pool, record_seconds, batched=batched, claim_hosts=claim_hosts,
                 in_flight=in_flight,
             )
             rates[batched] = recorded / seconds
             print(f"claim + record without HTTP, {label}: {recorded:,} URLs in {seconds:.1f} s "
                   f"({rates[batched]:,.0f} URLs/s; claims of {claim_hosts} hosts x 8 URLs, "
-                  f"{in_flight} hosts in flight, {claiming:.1f} s waiting for claims)")
+                  f"{in_flight} hosts in flight, {claiming:.1f} s waiting for claims; {shape})")
         print(f"claim + record: batched / per-fetch = {rates[True] / rates[False]:.1f}x "
               f"(a real 200's transition adds {cost * 1e6:.0f} us of CPU per fetch, not counted)")
         figures.update(record_single=rates[False], record_batched=rates[True])
