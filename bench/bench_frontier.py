@@ -153,6 +153,39 @@ async def claim_and_record(
     return recorded, elapsed, claiming, shape
 
 
+async def record_only(pool: asyncpg.Pool, seconds: float, *, batched: bool,
+                      in_flight: int) -> tuple[int, float]:
+    """The record side alone: claim due hosts first (not timed), then record their fetches
+    and release them, ``in_flight`` hosts at once, for at most ``seconds``. URLs, seconds."""
+    make = fetch_maker()
+    owner = f"bench-{uuid.uuid4().hex[:6]}"
+    claims: list[frontier.HostClaim] = []
+    while len(claims) < 20_000:
+        more = await frontier.claim(pool, owner, max_hosts=1000, urls_per_host=8,
+                                    lease_seconds=600)
+        if not more:
+            break
+        claims.extend(more)
+    recorder = Recorder(pool)
+    queue = iter(claims)
+    recorded = 0
+    started = time.perf_counter()
+
+    async def drain() -> None:
+        nonlocal recorded
+        for claim in queue:
+            if time.perf_counter() - started > seconds:
+                break
+            done = await (record_claim_batched(recorder, claim, make) if batched
+                          else record_claim_single(pool, claim, make))
+            recorded += done  # after the await: other drains add meanwhile
+
+    await asyncio.gather(*(drain() for _ in range(in_flight)))
+    elapsed = time.perf_counter() - started
+    await frontier.release_owner(pool, owner)
+    return recorded, elapsed
+
+
 async def make_due_again(pool: asyncpg.Pool) -> None:
     """The URLs due at the start (one in ten) due again, so each record phase has the same
     work."""
@@ -276,6 +309,16 @@ async def run_size(url: str, n_urls: int, n_hosts: int, planner: bool,
                   f"{in_flight} hosts in flight, {claiming:.1f} s waiting for claims; {shape})")
         print(f"claim + record: batched / per-fetch = {rates[True] / rates[False]:.1f}x "
               f"(a real 200's transition adds {cost * 1e6:.0f} us of CPU per fetch, not counted)")
+        alone = {}
+        for label, batched, in_flight in (("per-fetch statement (old)", False, 64),
+                                          ("batched recorder", True, 2000)):
+            await make_due_again(pool)
+            recorded, seconds = await record_only(pool, record_seconds, batched=batched,
+                                                  in_flight=in_flight)
+            alone[batched] = recorded / seconds
+            print(f"record alone (claimed beforehand), {label}: {recorded:,} URLs in "
+                  f"{seconds:.1f} s ({alone[batched]:,.0f} URLs/s, {in_flight} hosts in flight)")
+        print(f"record alone: batched / per-fetch = {alone[True] / alone[False]:.1f}x")
         figures.update(record_single=rates[False], record_batched=rates[True])
         sizes = await pool.fetchrow(
             "SELECT pg_total_relation_size('urls') + pg_total_relation_size('hosts') AS urls, "
