@@ -11,20 +11,27 @@ import time
 
 import asyncpg
 import pytest
+from aiohttp import web
+from loopback import ManyAddressServer
 from prometheus_client import CollectorRegistry
 from test_fencing import SETTINGS, counts, fetched
 from test_frontier import urls_for
+from test_politeness import NullEvents
 
+from crawler.config import default_settings
 from crawler.core.backoff import HostHealth
 from crawler.core.model import FetchResult, Outcome, replace_record
 from crawler.core.transition import HostContext, Transition, transition
-from crawler.daemon.config import worker_config
+from crawler.daemon.config import fetch_limits, worker_config
 from crawler.daemon.recorder import Recorder
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.db.frontier import HostClaim, LeaseLost
 from crawler.db.queries import QUERIES
 from crawler.metrics import Metrics
+from crawler.net.fetch import new_session
+from crawler.net.ssrf import AddressPolicy
+from crawler.settings import Settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -295,3 +302,49 @@ async def test_batched_statements_use_indexes(db_url: str, query: str, args: obj
             assert "lease_owner_idx" not in plan, plan  # never every lease of the owner
     finally:
         await conn.close()
+
+
+class PageServer(ManyAddressServer):
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        return web.Response(text=f"<html><body><p>page {request.path}</p></body></html>",
+                            content_type="text/html")
+
+
+async def test_the_worker_records_many_hosts_fetches_per_transaction(db_url: str) -> None:
+    """The daemon's own path: 30 hosts drained at once, their fetches recorded in shared
+    transactions (counted by the recorder and, independently, by the observations' xmin)."""
+    addresses = [f"127.0.0.{i}" for i in range(2, 32)]
+    server = PageServer(addresses)
+    await server.start()
+    urls = [(f"http://{a}:{server.port}/p{i}", 1.0) for a in addresses for i in range(3)]
+    pool = await asyncpg.create_pool(db_url, min_size=1, max_size=6)
+    session = new_session("test-crawler", fetch_limits(default_settings(), total_timeout=5.0),
+                          address_policy=AddressPolicy(["127.0.0.0/8"]))
+    config = worker_config(Settings(
+        concurrency=30, claim_batch_hosts=30, claim_urls_per_host=3, lease_seconds=30.0,
+        poll_interval=0.05, politeness_delay=0.1, total_timeout=5.0, default_interval=3600.0,
+    ), "batching")
+    worker = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
+    task = asyncio.create_task(worker.run())
+    try:
+        await frontier.seed(pool, urls, time.time() - 1)
+        deadline = time.time() + 60
+        while worker.fetches_recorded < len(urls) and time.time() < deadline:
+            await asyncio.sleep(0.05)
+    finally:
+        worker.stop()
+        await task
+        await asyncio.gather(*worker.host_tasks, return_exceptions=True)
+        await session.close()
+        recorded = (worker.recorder.records.batches, worker.recorder.records.items)
+        observations = await counts(pool)
+        writers = await transactions(pool, "observations")
+        await pool.close()
+        await server.stop()
+    batches, items = recorded
+    assert observations == (len(urls), len(urls))
+    assert items == len(urls) and worker.recorder.single_writes == 0
+    assert batches == writers  # each batch one transaction
+    assert batches <= len(urls) // 2, recorded  # one per fetch without batching
