@@ -6,6 +6,11 @@ Run: .venv/bin/python bench/bench_frontier.py [--sizes 100000:10000,1000000:1000
 
 Each size is URLS:HOSTS. For each, a scratch database is created on the server and dropped
 afterwards. 10% of hosts are leased by another daemon and 10% backed off, as in a busy fleet.
+Claim + record runs twice on the same due work (one URL in ten): with the old path, one
+``record_fetch`` statement (one commit) per fetch and one ``release_host`` per host, and with
+the daemon's recorder (``crawler.daemon.recorder``), which writes many hosts' fetches and
+releases in one statement each; it prints both rates and their ratio (issue 13 asks 20,000
+URLs/s). A phase ends after --record-seconds or when the due work runs out.
 After the last size a table compares claim and idle-wake latency with the first size's (issue
 13 asks 10^7 URLs within 1.5x of 10^5). --no-planner skips the planner round (at 10^6 URLs and
 up its re-plan walk takes minutes).
@@ -21,16 +26,19 @@ import resource
 import statistics
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import replace
 
 import asyncpg
 import numpy as np
 
 from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
-from crawler.core.model import FetchResult, Outcome
-from crawler.core.transition import HostContext, transition
+from crawler.core.model import FetchResult, Outcome, UrlRecord, replace_record
+from crawler.core.transition import HostContext, Transition, transition
 from crawler.daemon.config import planner_inputs
 from crawler.daemon.planner import solve_once
+from crawler.daemon.recorder import Recorder
 from crawler.db import frontier, migrate
 from crawler.db.queries import QUERIES
 
@@ -48,35 +56,144 @@ def percentiles(samples: list[float]) -> str:
             f"p99 {ms[min(len(ms) - 1, int(0.99 * len(ms)))]:.2f} ms")
 
 
-async def record_claim(pool: asyncpg.Pool, claim: frontier.HostClaim) -> int:
-    """One fetch of each URL of a claimed host, as the worker records it, then release."""
-    for record in claim.urls:
+def fetch_maker() -> Callable[[UrlRecord], Transition]:
+    """A fetch of a claimed URL as the worker records it, built by copying one real 200's
+    transition onto the URL: the bench measures claiming and recording, not parsing (see
+    ``transition_cost``), so that both record paths get the same, cheap transitions."""
+    template: Transition | None = None
+
+    def make(record: UrlRecord) -> Transition:
+        nonlocal template
+        now = time.time()
+        if template is None:
+            result = FetchResult(now, 0.01, Outcome.OK, status=200, body=BODY,
+                                 content_type="text/html")
+            template = transition(record, result, HostContext(HostHealth(), 0.0, now), CONFIG,
+                                  now=now, rng_value=0.5)
+        return replace(
+            template, before=record,
+            record=replace_record(template.record, url_id=record.url_id, url=record.url,
+                                  host_id=record.host_id),
+            observation=replace(template.observation, fetched_at=now),
+        )
+
+    return make
+
+
+def transition_cost(records: list[UrlRecord]) -> float:
+    """Seconds of CPU per fetch that a real 200's transition (parse, simhash, schedule) costs."""
+    started = time.perf_counter()
+    for record in records:
         now = time.time()
         result = FetchResult(now, 0.01, Outcome.OK, status=200, body=BODY,
                              content_type="text/html")
-        t = transition(record, result, HostContext(HostHealth(), 0.0, now), CONFIG,
-                       now=now, rng_value=0.5)
-        await frontier.record_fetch(pool, t, claim.lease)
+        transition(record, result, HostContext(HostHealth(), 0.0, now), CONFIG, now=now,
+                   rng_value=0.5)
+    return (time.perf_counter() - started) / max(1, len(records))
+
+
+async def record_claim_single(pool: asyncpg.Pool, claim: frontier.HostClaim,
+                              make: Callable[[UrlRecord], Transition]) -> int:
+    """The old path: one record_fetch statement (one transaction) per fetch, then release."""
+    for record in claim.urls:
+        await frontier.record_fetch(pool, make(record), claim.lease)
     await frontier.release_host(pool, claim.lease)
     return len(claim.urls)
 
 
-async def claim_and_record(pool: asyncpg.Pool, seconds: float) -> tuple[int, float, float]:
-    """Claim due hosts and record one fetch of each claimed URL (hosts concurrently, as the
-    daemon does), for ``seconds``. Returns URLs recorded, seconds, and seconds in claims."""
+async def record_claim_batched(recorder: Recorder, claim: frontier.HostClaim,
+                               make: Callable[[UrlRecord], Transition]) -> int:
+    """The worker's path: each fetch through the recorder (batched with other hosts'), then
+    the release (batched too)."""
+    for record in claim.urls:
+        await recorder.record(make(record), claim.lease)
+    await recorder.release(claim.lease)
+    return len(claim.urls)
+
+
+async def claim_and_record(
+    pool: asyncpg.Pool, seconds: float, *, batched: bool, claim_hosts: int, in_flight: int,
+) -> tuple[int, float, float, str]:
+    """Claim due hosts and record one fetch of each claimed URL, hosts concurrently as the
+    daemon drains them (up to ``in_flight`` hosts at once), for ``seconds``. Returns URLs
+    recorded, seconds, seconds spent waiting for claims, and the batches written."""
+    make = fetch_maker()
+    recorder = Recorder(pool)
+    owner = f"bench-{uuid.uuid4().hex[:6]}"
     recorded = 0
     claiming = 0.0
+    tasks: set[asyncio.Task[int]] = set()
     started = time.perf_counter()
-    while time.perf_counter() - started < seconds:
-        t0 = time.perf_counter()
-        claims = await frontier.claim(pool, "bench", max_hosts=64, urls_per_host=8,
-                                      lease_seconds=600)
-        claiming += time.perf_counter() - t0
-        if not claims:
+    exhausted = False
+    while time.perf_counter() - started < seconds and not (exhausted and not tasks):
+        free = in_flight - len(tasks)
+        if free > 0 and not exhausted:
+            t0 = time.perf_counter()
+            claims = await frontier.claim(pool, owner, max_hosts=min(free, claim_hosts),
+                                          urls_per_host=8, lease_seconds=600)
+            claiming += time.perf_counter() - t0
+            exhausted = not claims
+            for c in claims:
+                tasks.add(asyncio.create_task(
+                    record_claim_batched(recorder, c, make) if batched
+                    else record_claim_single(pool, c, make)
+                ))
+            if len(claims) == min(free, claim_hosts):
+                continue
+        if tasks:
+            done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            recorded += sum(t.result() for t in done)
+    elapsed = time.perf_counter() - started
+    if tasks:
+        done, _ = await asyncio.wait(tasks)
+        recorded += sum(t.result() for t in done)
+    batches = recorder.records.batches
+    shape = (f"{batches:,} record batches of {recorder.records.items / batches:.0f} fetches"
+             if batches else "one statement per fetch")
+    return recorded, elapsed, claiming, shape
+
+
+async def record_only(pool: asyncpg.Pool, seconds: float, *, batched: bool,
+                      in_flight: int) -> tuple[int, float]:
+    """The record side alone: claim due hosts first (not timed), then record their fetches
+    and release them, ``in_flight`` hosts at once, for at most ``seconds``. URLs, seconds."""
+    make = fetch_maker()
+    owner = f"bench-{uuid.uuid4().hex[:6]}"
+    claims: list[frontier.HostClaim] = []
+    while len(claims) < 20_000:
+        more = await frontier.claim(pool, owner, max_hosts=1000, urls_per_host=8,
+                                    lease_seconds=600)
+        if not more:
             break
-        counts = await asyncio.gather(*(record_claim(pool, c) for c in claims))
-        recorded += sum(counts)
-    return recorded, time.perf_counter() - started, claiming
+        claims.extend(more)
+    recorder = Recorder(pool)
+    queue = iter(claims)
+    recorded = 0
+    started = time.perf_counter()
+
+    async def drain() -> None:
+        nonlocal recorded
+        for claim in queue:
+            if time.perf_counter() - started > seconds:
+                break
+            done = await (record_claim_batched(recorder, claim, make) if batched
+                          else record_claim_single(pool, claim, make))
+            recorded += done  # after the await: other drains add meanwhile
+
+    await asyncio.gather(*(drain() for _ in range(in_flight)))
+    elapsed = time.perf_counter() - started
+    await frontier.release_owner(pool, owner)
+    return recorded, elapsed
+
+
+async def make_due_again(pool: asyncpg.Pool) -> None:
+    """The URLs due at the start (one in ten) due again, so each record phase has the same
+    work."""
+    await pool.execute("UPDATE urls SET next_fetch_at = now() - interval '1 second' "
+                       "WHERE id % 10 = 0")
+    await pool.execute("UPDATE hosts SET next_due_at = (SELECT min(next_fetch_at) FROM urls "
+                       "WHERE host_id = hosts.id)")
+    await pool.execute("VACUUM ANALYZE urls, hosts")
 
 
 async def plan_buffers(pool: asyncpg.Pool, query: str, *args: object) -> int:
@@ -172,10 +289,37 @@ async def run_size(url: str, n_urls: int, n_hosts: int, planner: bool,
             wake_p50=quantile_ms(wake_latency, 0.5), wake_p99=quantile_ms(wake_latency, 0.99),
         )
 
-        recorded, seconds, claiming = await claim_and_record(pool, record_seconds)
-        print(f"claim + record without HTTP: {recorded:,} URLs in {seconds:.1f} s "
-              f"({recorded / seconds:,.0f} URLs/s, 8 connections; {claiming:.1f} s of it in "
-              f"claims)")
+        probe = await frontier.claim(pool, "cost", max_hosts=200, urls_per_host=8,
+                                     lease_seconds=600)
+        cost = transition_cost([r for c in probe for r in c.urls])
+        await frontier.release_owner(pool, "cost")
+        rates = {}
+        for label, batched, claim_hosts, in_flight in (
+            ("per-fetch statement (old)", False, 64, 64),
+            ("batched recorder", True, 500, 2000),
+        ):
+            await make_due_again(pool)
+            recorded, seconds, claiming, shape = await claim_and_record(
+                pool, record_seconds, batched=batched, claim_hosts=claim_hosts,
+                in_flight=in_flight,
+            )
+            rates[batched] = recorded / seconds
+            print(f"claim + record without HTTP, {label}: {recorded:,} URLs in {seconds:.1f} s "
+                  f"({rates[batched]:,.0f} URLs/s; claims of {claim_hosts} hosts x 8 URLs, "
+                  f"{in_flight} hosts in flight, {claiming:.1f} s waiting for claims; {shape})")
+        print(f"claim + record: batched / per-fetch = {rates[True] / rates[False]:.1f}x "
+              f"(a real 200's transition adds {cost * 1e6:.0f} us of CPU per fetch, not counted)")
+        alone = {}
+        for label, batched, in_flight in (("per-fetch statement (old)", False, 64),
+                                          ("batched recorder", True, 2000)):
+            await make_due_again(pool)
+            recorded, seconds = await record_only(pool, record_seconds, batched=batched,
+                                                  in_flight=in_flight)
+            alone[batched] = recorded / seconds
+            print(f"record alone (claimed beforehand), {label}: {recorded:,} URLs in "
+                  f"{seconds:.1f} s ({alone[batched]:,.0f} URLs/s, {in_flight} hosts in flight)")
+        print(f"record alone: batched / per-fetch = {alone[True] / alone[False]:.1f}x")
+        figures.update(record_single=rates[False], record_batched=rates[True])
         sizes = await pool.fetchrow(
             "SELECT pg_total_relation_size('urls') + pg_total_relation_size('hosts') AS urls, "
             "(SELECT count(*) FROM urls) AS n_urls, "

@@ -39,10 +39,11 @@ from crawler.core.transition import (
     forbidden,
     transition,
 )
+from crawler.daemon.recorder import Recorder
 from crawler.db import frontier
 from crawler.db.errors import DB_ERRORS, DB_TRANSIENT, renew_connections
 from crawler.db.frontier import HostClaim, Lease, LeaseLost
-from crawler.db.record import ExtraWrite, write_transition
+from crawler.db.record import ExtraWrite
 from crawler.logs import FETCH_LOG
 from crawler.metrics import Events
 from crawler.net.fetch import FetchLimits, fetch, fetch_robots
@@ -124,6 +125,7 @@ class Worker:
         self.host_tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self.fetches_recorded = 0
+        self.recorder = Recorder(pool)  # many host tasks' fetches, one transaction
 
     def stop(self) -> None:
         self.stopping.set()
@@ -314,19 +316,13 @@ class Worker:
                 writes = (stored.write,)
                 done = stored.adjusted(done)  # a 304 with no original: next fetch in full
         # Fenced like every write under the lease: the stored record's index row and change
-        # event commit with the fetch only while this daemon holds the host. Without a seed or
-        # a window update that is ONE statement (record_fetch with the collection's rows after
-        # its fence), else the transaction of write_transition.
-        if stored is not None and done.seed is None and done.window is None:
-            await self._with_db_retry(
-                lambda: stored.commit_with(self.pool, done, leased.lease),
-                timed=True, lease=leased.lease,
-            )
-        else:
-            await self._with_db_retry(
-                lambda: write_transition(self.pool, done, leased.lease, extra_writes=writes),
-                timed=True, lease=leased.lease,
-            )
+        # event commit with the fetch only while this daemon holds the host. The recorder
+        # writes it in one transaction with other hosts' fetches (crawler.daemon.recorder);
+        # a failed batch is retried here, fetch by fetch, like a failed single write.
+        await self._with_db_retry(
+            lambda: self.recorder.record(done, leased.lease, writes),
+            timed=True, lease=leased.lease,
+        )
         self.fetches_recorded += 1
         obs = done.observation
         crawled.log(
@@ -353,7 +349,7 @@ class Worker:
 
     async def _release(self, host: HostClaim) -> None:
         with contextlib.suppress(*DB_ERRORS):
-            if not await frontier.release_host(self.pool, host.lease):
+            if not await self.recorder.release(host.lease):
                 self.events.lease_rejected("release")
                 log.warning("lease on %s expired before it was released", host.origin)
 

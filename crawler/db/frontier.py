@@ -470,11 +470,107 @@ async def record_fetch(
     return bool(row["observations_written"])
 
 
+# The columns of ``record_fetches``, in its parameters' order ($1 ... $46).
+RECORD_COLUMNS = (
+    "host_id", "lease_owner", "lease_epoch",
+    "url_id", "fetched_at", "outcome", "status", "bytes", "duration_seconds", "simhash",
+    "content_hash", "simhash_distance", "changed", "content_changed", "obs_last_modified",
+    "error_kind", "truncated",
+    "state", "next_fetch_at", "last_fetched_at", "last_status", "last_simhash",
+    "last_content_hash", "fingerprint_region", "etag", "last_modified", "fetch_count",
+    "change_count", "consecutive_failures", "changed_intervals_days", "unchanged_days",
+    "intervals_observed", "change_rate_per_day", "fetch_rate_per_day", "redirect_to",
+    "change_brackets_days", "update_period_days", "update_phase_days", "update_jitter_days",
+    "lm_fetches", "lm_changes", "lm_observed_days", "lm_evidence_days",
+    "next_request_at", "host_failures", "backoff_until",
+)
+# asyncpg encodes these naive datetimes as PostgreSQL's ±infinity.
+_INFINITY = dt.datetime.max
+_NEGATIVE_INFINITY = dt.datetime.min
+
+
+def _array_literal(values: Sequence[float]) -> str:
+    """A float8[] as PostgreSQL's text form: array columns cross ``unnest`` as text, since
+    a batch's rows have arrays of different lengths (no rectangular float8[][])."""
+    # float() first: a numpy float's repr is not its number; 'inf' and 'nan' read back as such.
+    return "{" + ",".join(map(repr, map(float, values))) + "}"
+
+
+def _batch_timestamp(seconds: float | None) -> dt.datetime | None:
+    """A timestamptz value for an array parameter; ±infinity stays infinite (a parked URL)."""
+    if seconds is None:
+        return None
+    if not math.isfinite(seconds):
+        return _INFINITY if seconds > 0 else _NEGATIVE_INFINITY
+    return dt.datetime.fromtimestamp(seconds, UTC)
+
+
+RecordRow = tuple[object, ...]
+
+
+def record_row(t: Transition, lease: Lease) -> RecordRow:
+    """One item of ``record_fetches``: the same values as ``record_params``, in
+    RECORD_COLUMNS order, typed for binary array parameters (no JSON to build or parse)."""
+    obs, after, schedule, host = t.observation, t.record, t.schedule, t.host
+    periodic = after.periodic
+    history = after.history
+    lm = after.last_modified_history
+    return (
+        lease.host_id, lease.owner, lease.epoch,
+        after.url_id, to_datetime(obs.fetched_at), obs.outcome.value, obs.status,
+        obs.size_bytes, obs.duration_seconds, to_signed64(obs.simhash), obs.content_hash,
+        obs.simhash_distance, obs.changed, obs.content_changed, to_datetime(obs.last_modified),
+        obs.error_kind, obs.truncated,
+        after.state.value, _batch_timestamp(schedule.next_fetch_at),
+        to_datetime(after.last_fetched_at), after.last_status, to_signed64(after.last_simhash),
+        after.last_content_hash, after.fingerprint_region, after.etag,
+        to_datetime(after.last_modified), after.fetch_count, after.change_count,
+        after.consecutive_failures, _array_literal(history.changed_intervals_days),
+        history.unchanged_days, history.fetches, schedule.change_rate_per_day,
+        schedule.fetch_rate_per_day, t.redirect_to, _array_literal(after.change_brackets_days),
+        periodic.period_days if periodic else None, periodic.phase_days if periodic else None,
+        periodic.jitter_days if periodic else None, lm.fetches, lm.changes, lm.observed_days,
+        _array_literal(after.last_modified_evidence_days),
+        to_datetime(host.next_request_at), host.consecutive_failures,
+        to_datetime(host.backoff_until),
+    )
+
+
+async def record_fetches(
+    conn: asyncpg.Connection | asyncpg.Pool, rows: Sequence[RecordRow]
+) -> dict[int, bool]:
+    """Commit many hosts' fetches (``record_row``, at most one per host) in one statement.
+
+    Returns, for each item whose lease held, its url_id and whether its observation is new
+    (False: a retry after a lost acknowledgement). An item absent from the result wrote
+    nothing: its lease is gone.
+    """
+    if not rows:
+        return {}
+    columns = [list(c) for c in zip(*rows, strict=True)]
+    result = await conn.fetch(QUERIES["record_fetches"], *columns)
+    return {r["url_id"]: bool(r["written"]) for r in result}
+
+
 async def release_host(conn: asyncpg.Connection | asyncpg.Pool, lease: Lease) -> bool:
     """Give a leased host back; False when the lease had already expired or moved on."""
     released = await conn.fetchrow(QUERIES["release_host"], lease.host_id, lease.owner,
                                    lease.epoch)
     return released is not None
+
+
+async def release_hosts(
+    conn: asyncpg.Connection | asyncpg.Pool, leases: Sequence[Lease]
+) -> set[int]:
+    """Give many leased hosts back in one statement; the ids of those released (a lease
+    that had expired or moved on is not released)."""
+    if not leases:
+        return set()
+    rows = await conn.fetch(
+        QUERIES["release_hosts"], [lease.host_id for lease in leases],
+        [lease.owner for lease in leases], [lease.epoch for lease in leases],
+    )
+    return {r["id"] for r in rows}
 
 
 async def release_owner(conn: asyncpg.Connection | asyncpg.Pool, owner: str) -> int:

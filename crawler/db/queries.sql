@@ -220,6 +220,156 @@ FROM h, lease
 WHERE hosts.id = lease.id
 RETURNING (SELECT count(*) FROM observation) AS observations_written;
 
+-- name: record_fetches
+-- Many fetches of many hosts in one statement (hence one transaction, one round trip): what
+-- record_fetch writes, for each item whose lease still holds. The items arrive as one array per
+-- column, built by crawler.db.frontier.record_row in RECORD_COLUMNS order: the lease token
+-- ($1 host, $2 owner, $3 epoch), the observation ($4-$17), the URL's row after the fetch
+-- ($18-$43; array columns as array literals in text) and the host's clocks ($44-$46).
+-- Fenced per item: a host row is locked (in host id order, so that two daemons' batches
+-- never deadlock on each other) only if its token is current and unexpired by the database's
+-- clock, and stays locked until commit; an item whose lease is gone writes nothing and is absent
+-- from the result. One row per item written: its url_id, and whether its observation is new
+-- (unique on (url_id, fetched_at): a batch retried after a lost acknowledgement changes
+-- nothing). At most one item per host.
+-- Each host is probed by primary key, one item after the other in host id order (the LATERAL
+-- with LIMIT keeps the planner from turning the probes into a scan of hosts or of
+-- hosts_lease_owner_idx, whatever the cached generic plan estimates), and locked as it is
+-- found. Owners are compared with IS NOT DISTINCT FROM (never NULL here, so the same as =).
+WITH item AS MATERIALIZED (
+    SELECT *
+    FROM unnest(
+        $1::bigint[], $2::text[], $3::bigint[],
+        $4::bigint[], $5::timestamptz[], $6::text[], $7::smallint[], $8::integer[],
+        $9::double precision[], $10::bigint[], $11::bytea[], $12::smallint[], $13::boolean[],
+        $14::boolean[], $15::timestamptz[], $16::text[], $17::boolean[],
+        $18::text[], $19::timestamptz[], $20::timestamptz[], $21::smallint[], $22::bigint[],
+        $23::bytea[], $24::text[], $25::text[], $26::timestamptz[], $27::integer[],
+        $28::integer[], $29::integer[], $30::text[], $31::double precision[], $32::integer[],
+        $33::double precision[], $34::double precision[], $35::text[], $36::text[],
+        $37::double precision[], $38::double precision[], $39::double precision[],
+        $40::integer[], $41::integer[], $42::double precision[], $43::text[],
+        $44::timestamptz[], $45::integer[], $46::timestamptz[]
+    ) AS i(
+        host_id, lease_owner, lease_epoch,
+        url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
+        simhash_distance, changed, content_changed, obs_last_modified, error_kind, truncated,
+        state, next_fetch_at, last_fetched_at, last_status, last_simhash, last_content_hash,
+        fingerprint_region, etag, last_modified, fetch_count, change_count,
+        consecutive_failures, changed_intervals_days, unchanged_days, intervals_observed,
+        change_rate_per_day, fetch_rate_per_day, redirect_to, change_brackets_days,
+        update_period_days, update_phase_days, update_jitter_days, lm_fetches, lm_changes,
+        lm_observed_days, lm_evidence_days,
+        next_request_at, host_failures, backoff_until
+    )
+    ORDER BY host_id
+),
+lease AS MATERIALIZED (
+    SELECT h.id
+    FROM item AS i
+    CROSS JOIN LATERAL (
+        SELECT id FROM hosts
+        WHERE id = i.host_id AND lease_epoch = i.lease_epoch
+          AND lease_owner IS NOT DISTINCT FROM i.lease_owner AND lease_expires_at > now()
+        LIMIT 1
+        FOR UPDATE
+    ) AS h
+),
+held AS (
+    SELECT i.* FROM item AS i WHERE i.host_id IN (SELECT id FROM lease)
+),
+observation AS (
+    INSERT INTO observations (
+        url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
+        simhash_distance, changed, content_changed, last_modified, error_kind, truncated
+    )
+    SELECT url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
+           simhash_distance, changed, content_changed, obs_last_modified, error_kind, truncated
+    FROM held
+    ON CONFLICT (url_id, fetched_at) DO NOTHING
+    RETURNING url_id
+),
+url AS (
+    UPDATE urls AS u
+    SET state = n.state,
+        next_fetch_at = n.next_fetch_at,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        last_fetched_at = n.last_fetched_at,
+        last_status = n.last_status,
+        last_simhash = n.last_simhash,
+        last_content_hash = n.last_content_hash,
+        fingerprint_region = n.fingerprint_region,
+        etag = n.etag,
+        last_modified = n.last_modified,
+        fetch_count = n.fetch_count,
+        change_count = n.change_count,
+        consecutive_failures = n.consecutive_failures,
+        changed_intervals_days = n.changed_intervals_days::double precision[],
+        unchanged_days = n.unchanged_days,
+        intervals_observed = n.intervals_observed,
+        change_rate_per_day = n.change_rate_per_day,
+        fetch_rate_per_day = n.fetch_rate_per_day,
+        redirect_to = n.redirect_to,
+        change_brackets_days = n.change_brackets_days::double precision[],
+        update_period_days = n.update_period_days,
+        update_phase_days = n.update_phase_days,
+        update_jitter_days = n.update_jitter_days,
+        lm_fetches = n.lm_fetches,
+        lm_changes = n.lm_changes,
+        lm_observed_days = n.lm_observed_days,
+        lm_evidence_days = n.lm_evidence_days::double precision[]
+    FROM held AS n
+    WHERE u.id = n.url_id AND u.host_id = n.host_id
+),
+host AS (
+    UPDATE hosts
+    SET next_request_at = n.next_request_at,
+        consecutive_failures = n.host_failures,
+        backoff_until = n.backoff_until
+    FROM held AS n
+    WHERE hosts.id = n.host_id
+)
+SELECT n.url_id, n.url_id IN (SELECT url_id FROM observation) AS written
+FROM held AS n;
+
+-- name: release_hosts
+-- Give many hosts back in one statement: release_host for each (host, owner, epoch) of
+-- $1, $2, $3 whose lease still holds, its host row locked in id order like record_fetches.
+-- Returns the ids released; a host absent from the result was not ours to release. Hosts are
+-- probed and locked as in record_fetches; owners are compared with IS NOT DISTINCT FROM so
+-- that URLs are reached by urls_host_next_fetch_idx, never by walking urls_lease_owner_idx
+-- over every URL the owner has leased (what a cached generic plan otherwise chooses).
+WITH item AS MATERIALIZED (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[])
+        AS i(host_id, lease_owner, lease_epoch)
+    ORDER BY host_id
+),
+lease AS MATERIALIZED (
+    SELECT h.id, h.lease_owner
+    FROM item AS i
+    CROSS JOIN LATERAL (
+        SELECT id, lease_owner FROM hosts
+        WHERE id = i.host_id AND lease_epoch = i.lease_epoch
+          AND lease_owner IS NOT DISTINCT FROM i.lease_owner AND lease_expires_at > now()
+        LIMIT 1
+        FOR UPDATE
+    ) AS h
+),
+released_urls AS (
+    UPDATE urls AS u
+    SET lease_owner = NULL, lease_expires_at = NULL
+    FROM lease AS l
+    WHERE u.host_id = l.id AND u.lease_owner IS NOT DISTINCT FROM l.lease_owner
+)
+UPDATE hosts AS h
+SET lease_owner = NULL,
+    lease_expires_at = NULL,
+    next_due_at = (SELECT min(next_fetch_at) FROM urls WHERE host_id = h.id)
+FROM lease
+WHERE h.id = lease.id
+RETURNING h.id;
+
 -- name: release_host
 -- Give a host back: drop the leases this owner holds on it and its URLs, and recompute its
 -- earliest due time from urls_host_next_fetch_idx (and so its ready_at: due work, politeness

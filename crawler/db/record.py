@@ -1,20 +1,25 @@
-"""Write one fetch's transition: every row it changes, in one transaction.
+"""Write fetches' transitions: every row a fetch changes, in one transaction.
 
 The worker's only write per fetch. ``extra_writes`` is the extension point for rows that must
 commit with the observation (a stored version's index row, a change-event outbox row): each
 runs on the same connection inside the transaction, after the frontier's own statements, and
 must be idempotent like them (a transaction retried after a lost acknowledgement runs again).
+
+``write_batch`` commits many hosts' fetches in one transaction (one statement when they have
+no extra writes): per-fetch round trips and commits, not PostgreSQL's work per row, are what
+bound the record rate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 import asyncpg
 
 from crawler.core.transition import Transition
 from crawler.db import frontier, windows
-from crawler.db.frontier import Lease
+from crawler.db.frontier import Lease, LeaseLost
 
 ExtraWrite = Callable[[asyncpg.Connection, Transition], Awaitable[None]]
 
@@ -41,3 +46,46 @@ async def write_transition(
         for write in extra_writes:
             await write(conn, t)
     return written
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One fetch of a batch: its transition, the lease it is written under, and the rows
+    that must commit with it."""
+
+    t: Transition
+    lease: Lease
+    extra_writes: Sequence[ExtraWrite] = ()
+
+    @property
+    def batchable(self) -> bool:
+        """Whether it may share a transaction with other hosts' fetches. A seed or a window
+        update locks rows beyond its own host's (other hosts, the site's graph), so such a
+        fetch keeps a transaction of its own (``write_transition``)."""
+        return self.t.seed is None and self.t.window is None
+
+
+async def write_batch(
+    pool: asyncpg.Pool, items: Sequence[BatchItem]
+) -> list[bool | Exception]:
+    """Commit ``items`` (at most one per host, all ``batchable``) in ONE transaction.
+
+    Returns, item by item, whether its observation is new (False after a lost
+    acknowledgement) or the ``LeaseLost`` that refused it: an item whose lease is gone writes
+    nothing, its extra writes included, and does not stop the others. A database error
+    rolls the whole batch back and is raised: nothing of it was written.
+    """
+    rows = [frontier.record_row(i.t, i.lease) for i in items]
+    if not any(i.extra_writes for i in items):
+        written = await frontier.record_fetches(pool, rows)  # one statement: one transaction
+    else:
+        async with pool.acquire() as conn, conn.transaction():
+            written = await frontier.record_fetches(conn, rows)
+            for item in items:
+                if item.t.url_id in written:
+                    for write in item.extra_writes:
+                        await write(conn, item.t)
+    return [
+        written[i.t.url_id] if i.t.url_id in written else LeaseLost(i.lease, "fetch record")
+        for i in items
+    ]

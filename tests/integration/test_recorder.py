@@ -1,0 +1,350 @@
+"""Batched recording against a real PostgreSQL: many hosts' fetches in one transaction, each
+fenced by its own lease, idempotent when a batch is retried, and the same rows as a single
+record_fetch."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+
+import asyncpg
+import pytest
+from aiohttp import web
+from loopback import ManyAddressServer
+from prometheus_client import CollectorRegistry
+from test_fencing import SETTINGS, counts, fetched
+from test_frontier import urls_for
+from test_politeness import NullEvents
+
+from crawler.config import default_settings
+from crawler.core.backoff import HostHealth
+from crawler.core.model import FetchResult, Outcome, replace_record
+from crawler.core.transition import HostContext, Transition, transition
+from crawler.daemon.config import fetch_limits, worker_config
+from crawler.daemon.recorder import Recorder
+from crawler.daemon.worker import Worker
+from crawler.db import frontier
+from crawler.db.frontier import HostClaim, LeaseLost
+from crawler.db.queries import QUERIES
+from crawler.metrics import Metrics
+from crawler.net.fetch import new_session
+from crawler.net.ssrf import AddressPolicy
+from crawler.settings import Settings
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def claimed(pool: asyncpg.Pool, hosts: int, per_host: int = 1) -> list[HostClaim]:
+    await frontier.seed(pool, urls_for(hosts, per_host), time.time() - 1)
+    claims = await frontier.claim(pool, "me", max_hosts=hosts, urls_per_host=per_host,
+                                  lease_seconds=60)
+    assert len(claims) == hosts
+    return claims
+
+
+async def transactions(pool: asyncpg.Pool, table: str) -> int:
+    """How many transactions wrote the rows of ``table`` (distinct xmin)."""
+    return int(await pool.fetchval(f"SELECT count(DISTINCT xmin::text) FROM {table}"))
+
+
+async def test_many_hosts_fetches_commit_in_one_transaction(db_url: str) -> None:
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        claims = await claimed(pool, 12)
+        recorder = Recorder(pool, linger_seconds=0.2)  # long enough to gather all twelve
+        written = await asyncio.gather(*(recorder.record(fetched(c), c.lease) for c in claims))
+        assert written == [True] * 12
+        assert (recorder.records.batches, recorder.records.items) == (1, 12)
+        assert await counts(pool) == (12, 12)
+        # One transaction wrote every observation and every URL row.
+        assert await transactions(pool, "observations") == 1
+        assert await pool.fetchval(
+            "SELECT count(DISTINCT xmin::text) FROM urls WHERE fetch_count = 1") == 1
+        # The host clocks were written under the leases, which are still held.
+        assert await pool.fetchval(
+            "SELECT count(*) FROM hosts WHERE lease_owner = 'me' "
+            "AND next_request_at > now()") == 12
+        released = await asyncio.gather(*(recorder.release(c.lease) for c in claims))
+        assert released == [True] * 12
+        assert recorder.releases.batches == 1
+        assert await pool.fetchval(
+            "SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL") == 0
+    finally:
+        await pool.close()
+
+
+async def test_a_lone_fetch_is_not_held_back(db_url: str) -> None:
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        [claim] = await claimed(pool, 1)
+        recorder = Recorder(pool, linger_seconds=0.002)
+        started = time.monotonic()
+        assert await recorder.record(fetched(claim), claim.lease)
+        assert time.monotonic() - started < 1.0  # the linger, then one statement
+        assert recorder.records.batches == 1
+    finally:
+        await pool.close()
+
+
+async def test_a_lost_lease_refuses_only_its_own_fetch(db_url: str) -> None:
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        claims = await claimed(pool, 5)
+        lost = claims[2]
+        # Another daemon claimed the host after this lease expired: the epoch moved on.
+        await pool.execute("UPDATE hosts SET lease_owner = 'other', "
+                           "lease_epoch = lease_epoch + 1 WHERE id = $1", lost.host_id)
+        recorder = Recorder(pool, linger_seconds=0.2)
+        outcomes = await asyncio.gather(
+            *(recorder.record(fetched(c), c.lease) for c in claims), return_exceptions=True
+        )
+        assert recorder.records.batches == 1
+        assert isinstance(outcomes[2], LeaseLost) and outcomes[2].lease == lost.lease
+        assert [o for i, o in enumerate(outcomes) if i != 2] == [True] * 4
+        assert await counts(pool) == (4, 4)
+        untouched = await pool.fetchrow(
+            "SELECT fetch_count, lease_owner FROM urls WHERE id = $1", lost.urls[0].url_id)
+        assert (untouched["fetch_count"], untouched["lease_owner"]) == (0, "me")
+        host = await pool.fetchrow("SELECT lease_owner, next_request_at FROM hosts "
+                                   "WHERE id = $1", lost.host_id)
+        assert host["lease_owner"] == "other"
+        assert host["next_request_at"].year == 1  # -infinity: never written
+        # Expired by the database's clock alone (no one else holds it): refused as well.
+        await pool.execute("UPDATE hosts SET lease_expires_at = now() - interval '1 second' "
+                           "WHERE id = $1", claims[0].host_id)
+        again = fetched(claims[0], 0)
+        with pytest.raises(LeaseLost):
+            await recorder.record(again, claims[0].lease)
+        # Releases are fenced the same way.
+        assert await asyncio.gather(*(recorder.release(c.lease) for c in claims[1:4])) == [
+            True, False, True]
+    finally:
+        await pool.close()
+
+
+async def test_a_retried_batch_changes_nothing(db_url: str) -> None:
+    """The acknowledgement of a committed batch is lost; the batch is written again."""
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        claims = await claimed(pool, 6)
+        fetches = [fetched(c) for c in claims]
+        recorder = Recorder(pool, linger_seconds=0.2)
+        first = await asyncio.gather(
+            *(recorder.record(t, c.lease) for t, c in zip(fetches, claims, strict=True)))
+        assert first == [True] * 6
+        snapshot = "SELECT * FROM urls ORDER BY id"
+        urls_after = [dict(r) for r in await pool.fetch(snapshot)]
+        hosts_after = [dict(r) for r in await pool.fetch(
+            "SELECT id, next_request_at, consecutive_failures, backoff_until, lease_owner, "
+            "lease_epoch FROM hosts ORDER BY id")]
+        again = await asyncio.gather(
+            *(recorder.record(t, c.lease) for t, c in zip(fetches, claims, strict=True)))
+        assert again == [False] * 6  # already recorded
+        assert await counts(pool) == (6, 6)
+        assert [dict(r) for r in await pool.fetch(snapshot)] == urls_after
+        assert [dict(r) for r in await pool.fetch(
+            "SELECT id, next_request_at, consecutive_failures, backoff_until, lease_owner, "
+            "lease_epoch FROM hosts ORDER BY id")] == hosts_after
+    finally:
+        await pool.close()
+
+
+async def test_a_batched_fetch_reads_back_as_the_same_record(db_url: str) -> None:
+    """The array parameters carry every column exactly, like record_fetch's typed rows."""
+    pool = await asyncpg.create_pool(db_url)
+    recorder = Recorder(pool)
+    try:
+        await frontier.seed(pool, urls_for(1, 1), time.time() - 1)
+        record = None
+        for round_ in range(6):
+            [claim] = await frontier.claim(pool, "me", max_hosts=1, urls_per_host=1,
+                                           lease_seconds=30)
+            if record is not None:
+                assert claim.urls[0] == record  # what was written is what is read
+            now = round(time.time(), 3)  # the database keeps microseconds
+            words = f"version {round_ // 2} " * 40
+            body = f"<html><body><p>{words}</p></body></html>"
+            result = FetchResult(now, 0.01, Outcome.OK, status=200, content_type="text/html",
+                                 body=body.encode(), etag=f'"e{round_}"',
+                                 last_modified=round(now - 3600.0 * (6 - round_), 3))
+            config = worker_config(SETTINGS, "me").transition_config()
+            t = transition(claim.urls[0], result, HostContext(HostHealth(), 1.0, now), config,
+                           now=now, rng_value=0.5)
+            assert await recorder.record(t, claim.lease)
+            assert await recorder.release(claim.lease)
+            await pool.execute("UPDATE urls SET next_fetch_at = now() - interval '1 second'")
+            await pool.execute("UPDATE hosts SET next_due_at = now() - interval '1 second', "
+                               "next_request_at = now() - interval '1 second'")
+            record = t.record
+        assert record is not None and record.fetch_count == 6
+        assert record.last_modified_evidence_days and record.history.fetches == 5
+        assert record.last_simhash is not None and record.last_content_hash
+    finally:
+        await pool.close()
+
+
+def parked(t: Transition) -> Transition:
+    """The transition with its URL parked (never due again) and unusual floats."""
+    return dataclasses.replace(
+        t, schedule=dataclasses.replace(t.schedule, next_fetch_at=math.inf),
+        record=dataclasses.replace(t.record, change_brackets_days=(0.25, math.inf)),
+    )
+
+
+async def test_batched_and_single_records_write_the_same_rows(db_url: str) -> None:
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        single, batched = await claimed(pool, 2)
+        t_single = parked(fetched(single))
+        other = batched.urls[0]  # the same fetch, of the other host's URL
+        t_batched = dataclasses.replace(t_single, before=other, record=replace_record(
+            t_single.record, url_id=other.url_id, url=other.url, host_id=other.host_id))
+        assert await frontier.record_fetch(pool, t_single, single.lease)
+        assert await Recorder(pool).record(t_batched, batched.lease)
+        skip = {"id", "url", "host_id", "created_at", "xmin"}
+        rows = await pool.fetch("SELECT * FROM urls ORDER BY id")
+        a, b = ({k: v for k, v in dict(r).items() if k not in skip} for r in rows)
+        assert a == b
+        assert a["next_fetch_at"].year == 9999  # infinity
+        assert list(a["change_brackets_days"]) == [0.25, math.inf]
+        obs = await pool.fetch("SELECT * FROM observations ORDER BY url_id")
+        a, b = ({k: v for k, v in dict(r).items() if k not in {"id", "url_id"}} for r in obs)
+        assert a == b
+        hosts = await pool.fetch("SELECT next_request_at, consecutive_failures, "
+                                 "backoff_until FROM hosts ORDER BY id")
+        assert dict(hosts[0]) == dict(hosts[1])
+    finally:
+        await pool.close()
+
+
+async def test_one_fetch_failing_does_not_fail_the_others(db_url: str) -> None:
+    """A batch rolled back by an error that is not transient is written again item by item:
+    only the fetch whose write fails gets the error."""
+    pool = await asyncpg.create_pool(db_url)
+
+    async def broken(conn: asyncpg.Connection, t: object) -> None:
+        await conn.execute("SELECT 1 / 0")
+
+    try:
+        claims = await claimed(pool, 4)
+        recorder = Recorder(pool, linger_seconds=0.2)
+        outcomes = await asyncio.gather(
+            *(recorder.record(fetched(c), c.lease, [broken] if i == 1 else [])
+              for i, c in enumerate(claims)),
+            return_exceptions=True,
+        )
+        assert isinstance(outcomes[1], asyncpg.DivisionByZeroError)
+        assert [o for i, o in enumerate(outcomes) if i != 1] == [True] * 3
+        assert await counts(pool) == (3, 3)  # the failed fetch wrote nothing
+    finally:
+        await pool.close()
+
+
+async def test_a_transient_failure_is_retried_by_the_worker(db_url: str) -> None:
+    """A batch that lost a deadlock fails every fetch in it; each host task's retry policy
+    submits its fetch again, and it is written once."""
+    pool = await asyncpg.create_pool(db_url)
+    attempts: list[int] = []
+
+    async def deadlocked_once(conn: asyncpg.Connection, t: object) -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            await conn.execute("DO $$ BEGIN RAISE EXCEPTION 'd' USING ERRCODE = '40P01'; END $$")
+
+    try:
+        claims = await claimed(pool, 3)
+        worker = Worker(worker_config(SETTINGS, "me"), pool, None,  # type: ignore[arg-type]
+                        Metrics(CollectorRegistry()))
+        worker.recorder.records.linger_seconds = 0.2
+        fetches = [fetched(c) for c in claims]
+        written = await asyncio.gather(*(
+            worker._with_db_retry(
+                lambda t=t, c=c, i=i: worker.recorder.record(
+                    t, c.lease, [deadlocked_once] if i == 0 else []),
+                lease=c.lease,
+            )
+            for i, (t, c) in enumerate(zip(fetches, claims, strict=True))
+        ))
+        assert written == [True] * 3
+        assert len(attempts) == 2
+        assert await counts(pool) == (3, 3)
+    finally:
+        await pool.close()
+
+
+@pytest.mark.parametrize("query,args", [
+    ("record_fetches", None),
+    ("release_hosts", [[1, 2], ["me", "me"], [1, 1]]),
+])
+async def test_batched_statements_use_indexes(db_url: str, query: str, args: object) -> None:
+    conn = await asyncpg.connect(db_url)
+    try:
+        await frontier.seed(conn, urls_for(100, 50), time.time() - 1)
+        claims = await frontier.claim(conn, "me", max_hosts=3, urls_per_host=1,
+                                      lease_seconds=60)
+        if args is None:
+            columns = list(zip(*(frontier.record_row(fetched(c), c.lease) for c in claims),
+                               strict=True))
+            args = [list(c) for c in columns]
+        assert isinstance(args, list)
+        await conn.execute("ANALYZE")
+        await conn.execute("SET enable_seqscan = off")  # what the planner does at scale
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            await conn.execute(f"SET plan_cache_mode = {mode}")
+            async with conn.transaction():
+                rows = await conn.fetch("EXPLAIN " + QUERIES[query], *args)
+                plan = "\n".join(r[0] for r in rows)
+                await conn.execute("ROLLBACK; BEGIN")
+            assert "Seq Scan" not in plan, plan
+            assert "hosts_pkey" in plan, plan
+            assert "lease_owner_idx" not in plan, plan  # never every lease of the owner
+    finally:
+        await conn.close()
+
+
+class PageServer(ManyAddressServer):
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        return web.Response(text=f"<html><body><p>page {request.path}</p></body></html>",
+                            content_type="text/html")
+
+
+async def test_the_worker_records_many_hosts_fetches_per_transaction(db_url: str) -> None:
+    """The daemon's own path: 30 hosts drained at once, their fetches recorded in shared
+    transactions (counted by the recorder and, independently, by the observations' xmin)."""
+    addresses = [f"127.0.0.{i}" for i in range(2, 32)]
+    server = PageServer(addresses)
+    await server.start()
+    urls = [(f"http://{a}:{server.port}/p{i}", 1.0) for a in addresses for i in range(3)]
+    pool = await asyncpg.create_pool(db_url, min_size=1, max_size=6)
+    session = new_session("test-crawler", fetch_limits(default_settings(), total_timeout=5.0),
+                          address_policy=AddressPolicy(["127.0.0.0/8"]))
+    config = worker_config(Settings(
+        concurrency=30, claim_batch_hosts=30, claim_urls_per_host=3, lease_seconds=30.0,
+        poll_interval=0.05, politeness_delay=0.1, total_timeout=5.0, default_interval=3600.0,
+    ), "batching")
+    worker = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
+    task = asyncio.create_task(worker.run())
+    try:
+        await frontier.seed(pool, urls, time.time() - 1)
+        deadline = time.time() + 60
+        while worker.fetches_recorded < len(urls) and time.time() < deadline:
+            await asyncio.sleep(0.05)
+    finally:
+        worker.stop()
+        await task
+        await asyncio.gather(*worker.host_tasks, return_exceptions=True)
+        await session.close()
+        recorded = (worker.recorder.records.batches, worker.recorder.records.items)
+        observations = await counts(pool)
+        writers = await transactions(pool, "observations")
+        await pool.close()
+        await server.stop()
+    batches, items = recorded
+    assert observations == (len(urls), len(urls))
+    assert items == len(urls) and worker.recorder.single_writes == 0
+    assert batches == writers  # each batch one transaction
+    assert batches <= len(urls) // 2, recorded  # one per fetch without batching
