@@ -223,14 +223,14 @@ def window_update(
             offer(t, page_depth + 1)
     while frontier:
         level_depth = frontier[0][0]
-        level = set()
+        settled: dict[int, None] = {}  # this level's pages, once each, in order
         while frontier and frontier[0][0] == level_depth:
             _, node = heapq.heappop(frontier)
             if current(node) == level_depth:
-                level.add(node)
-        yield from _ask(known, out_links=level)
-        yield from _ask(known, rows=[w for v in level for w in known.out[v]])
-        for v in level:
+                settled[node] = None
+        yield from _ask(known, out_links=settled)
+        yield from _ask(known, rows=[w for v in settled for w in known.out[v]])
+        for v in settled:
             for w in known.out[v]:
                 offer(w, level_depth + 1)
 
@@ -257,7 +257,7 @@ def _membership(known: _Known, root: int, size: int, page: int,
             row = known.rows[v]
             if row is None:
                 continue
-            depth = moved[v] if v in moved else row.depth
+            depth = moved.get(v, row.depth)
             now_in = inside.get(v, row.in_window)
             if depth != row.depth or now_in != row.in_window:
                 out.append(Membership(v, depth, now_in))
