@@ -123,7 +123,7 @@ async def test_discovering_known_urls_rewrites_no_row(db_url: str) -> None:
         await conn.close()
 
 
-EXPLAINED = {
+EXPLAINED: dict[str, tuple[list[object], str | None]] = {
     "window_rows": ([[1, 2, 3], 1], "urls_pkey"),
     "window_out_links": ([[1, 2, 3]], "links_pkey"),
     "window_in_links": ([[1, 2, 3]], "links_to_idx"),
