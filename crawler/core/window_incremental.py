@@ -56,7 +56,7 @@ class Need:
     out_links: frozenset[int] = frozenset()  # their out-links now, in page order
     in_links: frozenset[int] = frozenset()  # the pages linking to them now (any site)
     summary: bool = False  # the stored window's size and deepest level
-    members: bool = False  # the stored window's pages
+    members: bool = False  # the stored window's pages and their stored depths
 
 
 @dataclass(slots=True)
@@ -68,7 +68,7 @@ class Facts:
     in_links: dict[int, Sequence[int]] = field(default_factory=dict)
     window_count: int = 0
     window_depth: int | None = None
-    members: Sequence[int] = ()
+    members: Mapping[int, int | None] = field(default_factory=dict)
 
 
 Update = Generator[Need, Facts, list[Membership]]
@@ -271,25 +271,27 @@ def _membership(known: _Known, root: int, size: int, page: int,
         dropped = [v for v, d in moved.items() if d is None and known.depth(v) is not None]
         if count + len(gained) - len(dropped) <= size:
             return changes({v: moved[v] is not None for v in gained + dropped})
-    # A BFS from the root truncated at ``size`` pages, over the window's own links.
+    # A BFS from the root truncated at ``size`` pages, over the window's own links. A stored
+    # member was not gone (only the edited page's state moved, and its row is known), so the
+    # members' rows need no reading; the rest are read in growing chunks of the BFS queue.
     old_members = (yield Need(members=True)).members
-    yield from _ask(known, rows=[root, *old_members])
+    for v, d in old_members.items():
+        known.rows.setdefault(v, Row(d, True, False))
+    yield from _ask(known, rows=[root])
     order: list[int] = [] if known.excluded(root) else [root]
     seen = set(order)
-    done = 0
+    done, chunk = 0, 32
     while len(order) < size and done < len(order):
-        batch = order[done:]
-        done = len(order)
+        batch = order[done:done + chunk]
+        done += len(batch)
+        chunk *= 2
         yield from _ask(known, out_links=batch)
         yield from _ask(known, rows=[w for v in batch for w in known.out[v]])
-        for v in batch:
-            for w in known.out[v]:
-                if w not in seen and not known.excluded(w):
-                    seen.add(w)
-                    order.append(w)
-                    if len(order) >= size:
-                        break
-            if len(order) >= size:
-                break
+        for w in (w for v in batch for w in known.out[v]):
+            if w not in seen and not known.excluded(w):
+                seen.add(w)
+                order.append(w)
+                if len(order) >= size:
+                    break
     inside = dict.fromkeys(old_members, False) | dict.fromkeys(order, True)
     return changes(inside)

@@ -498,8 +498,8 @@ SELECT count(*)::int AS pages, max(depth) AS deepest
 FROM urls WHERE site_id = $1 AND in_window;
 
 -- name: window_members
--- The stored window's pages (urls_site_window_idx).
-SELECT id FROM urls WHERE site_id = $1 AND in_window;
+-- The stored window's pages and depths (urls_site_window_idx).
+SELECT id, depth FROM urls WHERE site_id = $1 AND in_window;
 
 -- name: site_root
 SELECT s.window_size, u.id AS root_id

@@ -179,7 +179,8 @@ async def _answer(conn: asyncpg.Connection, site_id: int, need: Need) -> Facts:
         r = await conn.fetchrow(QUERIES["window_summary"], site_id)
         facts.window_count, facts.window_depth = r["pages"], r["deepest"]
     if need.members:
-        facts.members = [r["id"] for r in await conn.fetch(QUERIES["window_members"], site_id)]
+        facts.members = {r["id"]: r["depth"]
+                         for r in await conn.fetch(QUERIES["window_members"], site_id)}
     return facts
 
 

@@ -64,7 +64,7 @@ class Site:
             facts.window_count = len(members)
             facts.window_depth = max((self.depth[p] or 0 for p in members), default=None)
         if need.members:
-            facts.members = [p for p in range(self.pages) if self.inside[p]]
+            facts.members = {p: self.depth[p] for p in range(self.pages) if self.inside[p]}
         return facts
 
     def run(self, update: Update) -> None:
