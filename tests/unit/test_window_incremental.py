@@ -33,6 +33,14 @@ class Site:
     depth: dict[int, int | None] = field(default_factory=dict)
     inside: dict[int, bool] = field(default_factory=dict)
     asked_rows: int = 0
+    asked_links: int = 0  # pages whose out- or in-links were asked for
+    changed: int = 0  # rows the last update wrote
+    into: dict[int, set[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for u, targets in self.links.items():
+            for t in targets:
+                self.into.setdefault(t, set()).add(u)
 
     def ours(self, page: int) -> bool:
         return 0 <= page < self.pages
@@ -51,6 +59,7 @@ class Site:
 
     def answer(self, need: Need) -> Facts:
         self.asked_rows += len(need.rows)
+        self.asked_links += len(need.out_links) + len(need.in_links)
         facts = Facts()
         for p in need.rows:
             if self.ours(p):
@@ -58,7 +67,7 @@ class Site:
         for p in need.out_links:
             facts.out_links[p] = list(self.links.get(p, ()))
         for p in need.in_links:
-            facts.in_links[p] = [u for u, ts in self.links.items() if p in ts]
+            facts.in_links[p] = sorted(self.into.get(p, ()))
         if need.summary:
             members = [p for p in range(self.pages) if self.inside[p]]
             facts.window_count = len(members)
@@ -73,6 +82,7 @@ class Site:
             while True:
                 need = update.send(self.answer(need))
         except StopIteration as stop:
+            self.changed = len(stop.value)
             for change in stop.value:
                 assert self.ours(change.url_id)
                 self.depth[change.url_id] = change.depth
@@ -84,6 +94,10 @@ class Site:
         old = list(self.links.get(page, ()))
         new = [] if gone else (old if links is None else list(dict.fromkeys(links)))
         self.links[page] = new
+        for t in old:
+            self.into[t].discard(page)
+        for t in new:
+            self.into.setdefault(t, set()).add(page)
         (self.gone.add if gone else self.gone.discard)(page)
         self.run(window_update(self.root, self.size, page, old, new, page_was_gone=was_gone))
 
@@ -185,6 +199,32 @@ def test_edit_below_a_full_window_reads_no_window() -> None:
     site.edit(50, [101], gone=False)  # drops 102, a leaf
     assert site.stored() == site.full()
     assert site.asked_rows <= 4
+
+
+def test_updates_on_a_large_site_read_about_the_window_not_the_site() -> None:
+    """An update reads in proportion to the window and the rows it moves, never the site.
+
+    Cutting a tree link near the root moves the depth of the whole subtree below it: those
+    rows must be read and written. Anything else is bounded by the window.
+    """
+    rng = random.Random(7)
+    n, size = 20_000, 60
+    links = {p: [c for c in range(5 * p + 1, 5 * p + 6) if c < n] + rng.sample(range(n), 3)
+             for p in range(n)}
+    site = Site(n, links, set(), size)
+    site.store_full()
+    reads = []
+    for _ in range(40):
+        site.asked_rows = site.asked_links = 0
+        page = rng.choice([p for p in range(n) if site.inside[p]])
+        old = site.links[page]
+        site.edit(page, rng.sample(old, len(old)) if rng.random() < 0.5
+                  else [*old[1:], rng.randrange(n)], gone=False)
+        reads.append((site.asked_rows + site.asked_links, site.changed))
+    assert site.stored() == site.full()
+    assert all(read <= 30 * (size + changed) for read, changed in reads), reads
+    assert any(changed > 0 for _, changed in reads)
+    assert sorted(read for read, changed in reads if changed < size)[-1] < n // 20
 
 
 def test_gone_root_empties_the_window_and_its_return_refills_it() -> None:
