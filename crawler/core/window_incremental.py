@@ -61,9 +61,10 @@ class Need:
 
 @dataclass(slots=True)
 class Facts:
-    """An answer to a ``Need``: only what it asked for."""
+    """An answer to a ``Need``. ``rows`` may hold more than was asked: a driver reading links
+    can join the rows at their ends (None: not a page of the site) and save a round trip."""
 
-    rows: dict[int, Row] = field(default_factory=dict)
+    rows: dict[int, Row | None] = field(default_factory=dict)
     out_links: dict[int, Sequence[int]] = field(default_factory=dict)
     in_links: dict[int, Sequence[int]] = field(default_factory=dict)
     window_count: int = 0
@@ -92,8 +93,10 @@ class _Known:
         return need if need.rows or need.out_links or need.in_links else None
 
     def learn(self, need: Need, facts: Facts) -> None:
+        for page, row in facts.rows.items():
+            self.rows.setdefault(page, row)  # the first reading stands
         for page in need.rows:
-            self.rows[page] = facts.rows.get(page)
+            self.rows.setdefault(page, None)
         for page in need.out_links:
             self.out[page] = facts.out_links.get(page, ())
         for page in need.in_links:

@@ -483,14 +483,18 @@ SELECT id, depth, in_window, state = 'gone' AS gone
 FROM urls WHERE id = ANY($1::bigint[]) AND site_id = $2;
 
 -- name: window_out_links
--- Pages' out-links, in page order (links' primary key).
-SELECT from_url_id, to_url_id FROM links
-WHERE from_url_id = ANY($1::bigint[])
-ORDER BY from_url_id, position;
+-- Pages' out-links, in page order (links' primary key), with each target's row as
+-- window_rows reads it (urls' primary key; all NULL for a page of another site, $2 the site).
+SELECT l.from_url_id, l.to_url_id, u.depth, u.in_window, u.state = 'gone' AS gone
+FROM links AS l LEFT JOIN urls AS u ON u.id = l.to_url_id AND u.site_id = $2
+WHERE l.from_url_id = ANY($1::bigint[])
+ORDER BY l.from_url_id, l.position;
 
 -- name: window_in_links
--- The pages linking to these (links_to_idx).
-SELECT to_url_id, from_url_id FROM links WHERE to_url_id = ANY($1::bigint[]);
+-- The pages linking to these (links_to_idx), with each source's row as window_out_links.
+SELECT l.to_url_id, l.from_url_id, u.depth, u.in_window, u.state = 'gone' AS gone
+FROM links AS l LEFT JOIN urls AS u ON u.id = l.from_url_id AND u.site_id = $2
+WHERE l.to_url_id = ANY($1::bigint[]);
 
 -- name: window_summary
 -- The stored window's size and deepest level (urls_site_window_idx: at most N entries).

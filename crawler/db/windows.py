@@ -159,21 +159,31 @@ async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -
     return len(changes)
 
 
+def _row(r: asyncpg.Record) -> Row | None:
+    return None if r["in_window"] is None else Row(r["depth"], r["in_window"], r["gone"])
+
+
 async def _answer(conn: asyncpg.Connection, site_id: int, need: Need) -> Facts:
-    """Answer a ``Need`` of the incremental update from indexed lookups only."""
+    """Answer a ``Need`` of the incremental update from indexed lookups only.
+
+    Links come with the rows at their other end (a page of another site has none), which
+    the update would ask for next.
+    """
     facts = Facts()
     if need.rows:
         for r in await conn.fetch(QUERIES["window_rows"], list(need.rows), site_id):
             facts.rows[r["id"]] = Row(r["depth"], r["in_window"], r["gone"])
     if need.out_links:
         out: dict[int, list[int]] = defaultdict(list)
-        for r in await conn.fetch(QUERIES["window_out_links"], list(need.out_links)):
+        for r in await conn.fetch(QUERIES["window_out_links"], list(need.out_links), site_id):
             out[r["from_url_id"]].append(r["to_url_id"])
+            facts.rows.setdefault(r["to_url_id"], _row(r))
         facts.out_links.update(out)
     if need.in_links:
         into: dict[int, list[int]] = defaultdict(list)
-        for r in await conn.fetch(QUERIES["window_in_links"], list(need.in_links)):
+        for r in await conn.fetch(QUERIES["window_in_links"], list(need.in_links), site_id):
             into[r["to_url_id"]].append(r["from_url_id"])
+            facts.rows.setdefault(r["from_url_id"], _row(r))
         facts.in_links.update(into)
     if need.summary:
         r = await conn.fetchrow(QUERIES["window_summary"], site_id)

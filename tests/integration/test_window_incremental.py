@@ -125,8 +125,8 @@ async def test_discovering_known_urls_rewrites_no_row(db_url: str) -> None:
 
 EXPLAINED: dict[str, tuple[list[object], str | None]] = {
     "window_rows": ([[1, 2, 3], 1], "urls_pkey"),
-    "window_out_links": ([[1, 2, 3]], "links_pkey"),
-    "window_in_links": ([[1, 2, 3]], "links_to_idx"),
+    "window_out_links": ([[1, 2, 3], 1], "links_pkey"),
+    "window_in_links": ([[1, 2, 3], 1], "links_to_idx"),
     "window_summary": ([1], "urls_site_window_idx"),
     "window_members": ([1], "urls_site_window_idx"),
     "delete_out_links_to": ([1, [2, 3]], "links_pkey"),

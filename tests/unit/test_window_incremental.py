@@ -35,6 +35,7 @@ class Site:
     asked_rows: int = 0
     asked_links: int = 0  # pages whose out- or in-links were asked for
     changed: int = 0  # rows the last update wrote
+    join_rows: bool = False  # answer links with the rows at their other end, as the database
     into: dict[int, set[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -68,6 +69,12 @@ class Site:
             facts.out_links[p] = list(self.links.get(p, ()))
         for p in need.in_links:
             facts.in_links[p] = sorted(self.into.get(p, ()))
+        if self.join_rows:
+            ends = {t for p in need.out_links for t in facts.out_links[p]}
+            ends |= {u for p in need.in_links for u in facts.in_links[p]}
+            for e in ends:
+                facts.rows[e] = (Row(self.depth[e], self.inside[e], e in self.gone)
+                                 if self.ours(e) else None)
         if need.summary:
             members = [p for p in range(self.pages) if self.inside[p]]
             facts.window_count = len(members)
@@ -148,11 +155,13 @@ def random_edit(rng: random.Random, site: Site, degree: int) -> None:
     size=st.integers(1, 35),
     degree=st.integers(0, 5),
     edits=st.integers(1, 25),
+    join_rows=st.booleans(),
 )
 def test_incremental_equals_full_recompute(seed: int, pages: int, foreign: int, size: int,
-                                           degree: int, edits: int) -> None:
+                                           degree: int, edits: int, join_rows: bool) -> None:
     rng = random.Random(seed)
     site = random_site(rng, pages, foreign, size, degree)
+    site.join_rows = join_rows
     for _ in range(edits):
         random_edit(rng, site, degree)
         assert site.stored() == site.full()
