@@ -576,18 +576,33 @@ WHERE url = $1;
 
 -- name: discover_urls
 -- Out-links of a windowed page: new URLs join the site parked (next fetch 'infinity') until the
--- window takes them in; known URLs are returned too (ids in input order via ordinality).
+-- window takes them in; (id, url) in input order. A known URL's row is read, not rewritten
+-- (urls_url_key): only one without a site yet is written, to join this one. A URL a concurrent transaction
+-- inserted is left out (DO NOTHING); the caller asks again for what is missing.
 WITH input AS (
     SELECT url, host_id, ord
     FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS t(url, host_id, ord)
 ),
+known AS (
+    SELECT u.id, u.url, u.site_id FROM urls AS u JOIN input ON u.url = input.url
+),
 inserted AS (
     INSERT INTO urls (url, host_id, site_id, next_fetch_at, discovered_initially)
     SELECT url, host_id, $3, 'infinity', $4 FROM input
-    ON CONFLICT (url) DO UPDATE SET site_id = COALESCE(urls.site_id, EXCLUDED.site_id)
+    WHERE NOT EXISTS (SELECT 1 FROM known WHERE known.url = input.url)
+    ORDER BY ord
+    ON CONFLICT (url) DO NOTHING
     RETURNING id, url
+),
+adopted AS (
+    UPDATE urls SET site_id = $3
+    FROM known WHERE urls.id = known.id AND known.site_id IS NULL
+    RETURNING urls.id
 )
-SELECT i.id FROM input JOIN inserted AS i ON i.url = input.url ORDER BY input.ord;
+SELECT f.id, f.url
+FROM (SELECT id, url FROM known UNION ALL SELECT id, url FROM inserted) AS f
+JOIN input ON input.url = f.url
+ORDER BY input.ord;
 
 -- name: out_links
 SELECT to_url_id FROM links WHERE from_url_id = $1 ORDER BY position;
@@ -599,6 +614,46 @@ DELETE FROM links WHERE from_url_id = $1;
 INSERT INTO links (from_url_id, to_url_id, position)
 SELECT $1, to_id, pos FROM unnest($2::bigint[]) WITH ORDINALITY AS t(to_id, pos)
 ON CONFLICT DO NOTHING;
+
+-- name: delete_out_links_to
+-- A page's links it no longer has (links' primary key).
+DELETE FROM links WHERE from_url_id = $1 AND to_url_id = ANY($2::bigint[]);
+
+-- name: upsert_out_links
+-- A page's links now, in page order: only new links and moved positions are written.
+INSERT INTO links (from_url_id, to_url_id, position)
+SELECT $1, to_id, pos FROM unnest($2::bigint[]) WITH ORDINALITY AS t(to_id, pos)
+ON CONFLICT (from_url_id, to_url_id) DO UPDATE SET position = EXCLUDED.position
+    WHERE links.position <> EXCLUDED.position;
+
+-- name: window_rows
+-- The incremental window update's pages by id (primary key): stored depth and membership, gone
+-- now. A page of another site ($2 the site) is absent.
+SELECT id, depth, in_window, state = 'gone' AS gone
+FROM urls WHERE id = ANY($1::bigint[]) AND site_id = $2;
+
+-- name: window_out_links
+-- Pages' out-links, in page order (links' primary key), with each target's row as
+-- window_rows reads it (urls' primary key; all NULL for a page of another site, $2 the site).
+SELECT l.from_url_id, l.to_url_id, u.depth, u.in_window, u.state = 'gone' AS gone
+FROM links AS l LEFT JOIN urls AS u ON u.id = l.to_url_id AND u.site_id = $2
+WHERE l.from_url_id = ANY($1::bigint[])
+ORDER BY l.from_url_id, l.position;
+
+-- name: window_in_links
+-- The pages linking to these (links_to_idx), with each source's row as window_out_links.
+SELECT l.to_url_id, l.from_url_id, u.depth, u.in_window, u.state = 'gone' AS gone
+FROM links AS l LEFT JOIN urls AS u ON u.id = l.from_url_id AND u.site_id = $2
+WHERE l.to_url_id = ANY($1::bigint[]);
+
+-- name: window_summary
+-- The stored window's size and deepest level (urls_site_window_idx: at most N entries).
+SELECT count(*)::int AS pages, max(depth) AS deepest
+FROM urls WHERE site_id = $1 AND in_window;
+
+-- name: window_members
+-- The stored window's pages and depths (urls_site_window_idx).
+SELECT id, depth FROM urls WHERE site_id = $1 AND in_window;
 
 -- name: site_root
 SELECT s.window_size, u.id AS root_id

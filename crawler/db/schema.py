@@ -187,6 +187,8 @@ urls = Table(
     Index("urls_next_fetch_idx", "next_fetch_at"),
     Index("urls_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),
     Index("urls_site_idx", "site_id", postgresql_where=text("site_id IS NOT NULL")),
+    # A site's stored window, for the incremental update (crawler.db.windows).
+    Index("urls_site_window_idx", "site_id", "depth", postgresql_where=text("in_window")),
 )
 
 observations = Table(

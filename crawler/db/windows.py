@@ -1,9 +1,10 @@
-"""Page windows in PostgreSQL: register sites, store observed out-links, recompute windows.
+"""Page windows in PostgreSQL: register sites, store observed out-links, update windows.
 
 A fetch of a windowed site's page, its new out-links and the window it implies commit in one
-transaction (``apply_window_update`` runs inside ``crawler.db.record.write_transition``). Only
-the daemon holding the site's host lease touches a site, so recomputing a site's window never
-races another daemon.
+transaction (``apply_window_update`` runs inside ``crawler.db.record.write_transition``). The
+window moves from the links that changed (crawler.core.window_incremental), reading only the
+rows and links they reach. Only the daemon holding the site's host lease touches a site, so
+updating a site's window never races another daemon.
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ from typing import Any
 
 import asyncpg
 
+from crawler.core.model import UrlState
 from crawler.core.patterns import site_filter
 from crawler.core.transition import Transition
 from crawler.core.window import (
     Lifespan,
+    Membership,
     bfs_window,
     lifespan_histogram,
     visible_lifespan,
     window_changes,
 )
+from crawler.core.window_incremental import Facts, Need, Row, window_update
 from crawler.db import frontier
 from crawler.db.queries import QUERIES
 
@@ -55,6 +59,54 @@ async def site_link_filter(conn: asyncpg.Connection, site_id: int, targets: Sequ
     return [t for t in targets if f.rejection(t) is None]
 
 
+async def discover(conn: asyncpg.Connection, site_id: int, host_id: int,
+                   targets: Sequence[str], first_fetch: bool) -> list[int]:
+    """The ids of ``targets`` (unique), inserting the new ones; known rows are not rewritten.
+
+    A URL inserted by a concurrent transaction between the statement's read and its insert is
+    left out of its answer; asking again (a new snapshot) finds it.
+    """
+    ids: dict[str, int] = {}
+    for _ in range(3):
+        missing = [t for t in targets if t not in ids]
+        if not missing:
+            break
+        rows = await conn.fetch(
+            QUERIES["discover_urls"], missing, [host_id] * len(missing), site_id, first_fetch
+        )
+        ids.update((r["url"], r["id"]) for r in rows)
+    if len(ids) < len(targets):
+        raise RuntimeError("discovered URLs kept vanishing under concurrent inserts")
+    return [ids[t] for t in targets]
+
+
+async def replace_out_links(
+    conn: asyncpg.Connection,
+    url_id: int,
+    site_id: int,
+    host_id: int,
+    targets: Sequence[str],
+    *,
+    first_fetch: bool = False,
+) -> tuple[list[int], list[int]]:
+    """Replace a page's out-links with ``targets`` (same-site, normalised, in page order).
+
+    New URLs join the site parked; those found on the page's first fetch existed before
+    observation began. Returns the page's link ids before and after; only links added,
+    removed or moved are written.
+    """
+    unique = await site_link_filter(conn, site_id, list(dict.fromkeys(targets)))
+    ids = await discover(conn, site_id, host_id, unique, first_fetch) if unique else []
+    old = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], url_id)]
+    if old != ids:
+        gone = set(old) - set(ids)
+        if gone:
+            await conn.execute(QUERIES["delete_out_links_to"], url_id, list(gone))
+        if ids:
+            await conn.execute(QUERIES["upsert_out_links"], url_id, ids)
+    return old, ids
+
+
 async def store_out_links(
     conn: asyncpg.Connection,
     url_id: int,
@@ -64,42 +116,15 @@ async def store_out_links(
     *,
     first_fetch: bool = False,
 ) -> bool:
-    """Replace a page's out-links with ``targets`` (same-site, normalised, in page order).
-
-    New URLs join the site parked; those found on the page's first fetch existed before
-    observation began. Returns whether the page's out-links changed.
-    """
-    unique = await site_link_filter(conn, site_id, list(dict.fromkeys(targets)))
-    ids: list[int] = (
-        [r["id"] for r in await conn.fetch(
-            QUERIES["discover_urls"], unique, [host_id] * len(unique), site_id, first_fetch
-        )]
-        if unique
-        else []
+    """``replace_out_links``; returns whether the page's out-links changed."""
+    old, new = await replace_out_links(
+        conn, url_id, site_id, host_id, targets, first_fetch=first_fetch
     )
-    old = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], url_id)]
-    if old == ids:
-        return False
-    await conn.execute(QUERIES["delete_out_links"], url_id)
-    if ids:
-        await conn.execute(QUERIES["insert_out_links"], url_id, ids)
-    return True
+    return old != new
 
 
-async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -> int:
-    """Recompute depths and membership from the stored graph; returns rows changed."""
-    root = await conn.fetchrow(QUERIES["site_root"], site_id)
-    if root is None:
-        return 0
-    graph: dict[int, list[int]] = defaultdict(list)
-    for row in await conn.fetch(QUERIES["site_graph"], site_id):
-        graph[row["from_url_id"]].append(row["to_url_id"])
-    members = await conn.fetch(QUERIES["site_members"], site_id)
-    gone = {r["id"] for r in members if r["state"] == "gone"}
-    window, depths = bfs_window(graph, root["root_id"], root["window_size"], gone)
-    changes = window_changes(
-        {r["id"]: (r["depth"], r["in_window"]) for r in members}, window, depths
-    )
+async def _write_changes(conn: asyncpg.Connection, changes: Sequence[Membership], now: float
+                         ) -> None:
     if changes:
         await conn.execute(
             QUERIES["apply_window"],
@@ -108,6 +133,96 @@ async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -
             [c.in_window for c in changes],
             frontier.to_datetime(now),
         )
+
+
+async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -> int:
+    """Recompute depths and membership from the whole stored graph; returns rows changed.
+
+    The reference the incremental update is checked against, and what a resize runs. Links
+    to another site's pages are not followed: those pages are not this window's.
+    """
+    root = await conn.fetchrow(QUERIES["site_root"], site_id)
+    if root is None:
+        return 0
+    graph: dict[int, list[int]] = defaultdict(list)
+    for row in await conn.fetch(QUERIES["site_graph"], site_id):
+        graph[row["from_url_id"]].append(row["to_url_id"])
+    members = await conn.fetch(QUERIES["site_members"], site_id)
+    ours = {r["id"] for r in members}
+    gone = {r["id"] for r in members if r["state"] == "gone"}
+    foreign = {t for targets in graph.values() for t in targets if t not in ours}
+    window, depths = bfs_window(graph, root["root_id"], root["window_size"], gone | foreign)
+    changes = window_changes(
+        {r["id"]: (r["depth"], r["in_window"]) for r in members}, window, depths
+    )
+    await _write_changes(conn, changes, now)
+    return len(changes)
+
+
+def _row(r: asyncpg.Record) -> Row | None:
+    return None if r["in_window"] is None else Row(r["depth"], r["in_window"], r["gone"])
+
+
+async def _answer(conn: asyncpg.Connection, site_id: int, need: Need) -> Facts:
+    """Answer a ``Need`` of the incremental update from indexed lookups only.
+
+    Links come with the rows at their other end (a page of another site has none), which
+    the update would ask for next.
+    """
+    facts = Facts()
+    if need.rows:
+        for r in await conn.fetch(QUERIES["window_rows"], list(need.rows), site_id):
+            facts.rows[r["id"]] = Row(r["depth"], r["in_window"], r["gone"])
+    if need.out_links:
+        out: dict[int, list[int]] = defaultdict(list)
+        for r in await conn.fetch(QUERIES["window_out_links"], list(need.out_links), site_id):
+            out[r["from_url_id"]].append(r["to_url_id"])
+            facts.rows.setdefault(r["to_url_id"], _row(r))
+        facts.out_links.update(out)
+    if need.in_links:
+        into: dict[int, list[int]] = defaultdict(list)
+        for r in await conn.fetch(QUERIES["window_in_links"], list(need.in_links), site_id):
+            into[r["to_url_id"]].append(r["from_url_id"])
+            facts.rows.setdefault(r["from_url_id"], _row(r))
+        facts.in_links.update(into)
+    if need.summary:
+        r = await conn.fetchrow(QUERIES["window_summary"], site_id)
+        facts.window_count, facts.window_depth = r["pages"], r["deepest"]
+    if need.members:
+        facts.members = {r["id"]: r["depth"]
+                         for r in await conn.fetch(QUERIES["window_members"], site_id)}
+    return facts
+
+
+async def update_window(
+    conn: asyncpg.Connection,
+    site_id: int,
+    page: int,
+    old_links: Sequence[int],
+    new_links: Sequence[int],
+    *,
+    page_was_gone: bool,
+    now: float,
+) -> int:
+    """Move the site's window after ``page``'s out-links changed; returns rows changed.
+
+    Reads only the rows and links the change reaches (crawler.core.window_incremental), with
+    the page's new links and state already stored.
+    """
+    root = await conn.fetchrow(QUERIES["site_root"], site_id)
+    if root is None:
+        return 0
+    if root["window_size"] <= 0:
+        return await recompute_window(conn, site_id, now)
+    update = window_update(root["root_id"], root["window_size"], page, old_links, new_links,
+                           page_was_gone=page_was_gone)
+    try:
+        need = next(update)
+        while True:
+            need = update.send(await _answer(conn, site_id, need))
+    except StopIteration as stop:
+        changes: list[Membership] = stop.value
+    await _write_changes(conn, changes, now)
     return len(changes)
 
 
@@ -115,19 +230,24 @@ async def apply_window_update(conn: asyncpg.Connection, t: Transition) -> None:
     """A windowed page's new out-links and the site's window, inside the fetch's transaction.
 
     ``out_links`` is None when the fetch saw no content (an error keeps the old links); a gone
-    page loses its links.
+    page loses its links. The window moves from the changed links only.
     """
     window = t.window
     if window is None:
         return
-    changed = window.state_changed
+    was_gone, now_gone = t.before.state == UrlState.GONE, t.record.state == UrlState.GONE
     if window.out_links is not None:
-        changed |= await store_out_links(
+        old, new = await replace_out_links(
             conn, t.url_id, window.site_id, t.record.host_id, window.out_links,
             first_fetch=window.first_fetch,
         )
-    if changed:
-        await recompute_window(conn, window.site_id, t.observation.fetched_at)
+    elif was_gone != now_gone:
+        old = new = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], t.url_id)]
+    else:
+        return
+    if old != new or was_gone != now_gone:
+        await update_window(conn, window.site_id, t.url_id, old, new,
+                            page_was_gone=was_gone, now=t.observation.fetched_at)
 
 
 async def sites_summary(conn: asyncpg.Connection) -> list[dict[str, Any]]:
