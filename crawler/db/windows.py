@@ -77,12 +77,12 @@ async def store_out_links(
         if unique
         else []
     )
-    old = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], url_id)]
+    old = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], url_id, host_id)]
     if old == ids:
         return False
-    await conn.execute(QUERIES["delete_out_links"], url_id)
+    await conn.execute(QUERIES["delete_out_links"], url_id, host_id)
     if ids:
-        await conn.execute(QUERIES["insert_out_links"], url_id, ids)
+        await conn.execute(QUERIES["insert_out_links"], url_id, ids, host_id)
     return True
 
 
@@ -92,9 +92,9 @@ async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -
     if root is None:
         return 0
     graph: dict[int, list[int]] = defaultdict(list)
-    for row in await conn.fetch(QUERIES["site_graph"], site_id):
+    for row in await conn.fetch(QUERIES["site_graph"], site_id, root["host_id"]):
         graph[row["from_url_id"]].append(row["to_url_id"])
-    members = await conn.fetch(QUERIES["site_members"], site_id)
+    members = await conn.fetch(QUERIES["site_members"], site_id, root["host_id"])
     gone = {r["id"] for r in members if r["state"] == "gone"}
     window, depths = bfs_window(graph, root["root_id"], root["window_size"], gone)
     changes = window_changes(
@@ -107,6 +107,7 @@ async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -
             [c.depth for c in changes],
             [c.in_window for c in changes],
             frontier.to_datetime(now),
+            root["host_id"],
         )
     return len(changes)
 
