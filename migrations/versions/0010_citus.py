@@ -181,11 +181,6 @@ def downgrade() -> None:
     op.execute("ALTER TABLE links DROP CONSTRAINT links_pkey")
     op.execute("ALTER TABLE links DROP COLUMN host_id")
     op.execute("ALTER TABLE links ADD CONSTRAINT links_pkey PRIMARY KEY (from_url_id, to_url_id)")
-    for end in ("from", "to"):
-        op.execute(
-            f"ALTER TABLE links ADD CONSTRAINT links_{end}_url_id_fkey "
-            f"FOREIGN KEY ({end}_url_id) REFERENCES urls (id) ON DELETE CASCADE"
-        )
     for table in PER_FETCH:
         op.execute(f"ALTER TABLE {table} DROP CONSTRAINT {table}_pkey")
         op.execute(f"DROP INDEX {table}_url_fetched_idx")
@@ -205,6 +200,11 @@ def downgrade() -> None:
         op.execute(
             f"ALTER TABLE {table} ADD CONSTRAINT {table}_url_id_fkey "
             "FOREIGN KEY (url_id) REFERENCES urls (id) ON DELETE CASCADE"
+        )
+    for end in ("from", "to"):
+        op.execute(
+            f"ALTER TABLE links ADD CONSTRAINT links_{end}_url_id_fkey "
+            f"FOREIGN KEY ({end}_url_id) REFERENCES urls (id) ON DELETE CASCADE"
         )
 
     # hosts: sequence keys again, in origin order.

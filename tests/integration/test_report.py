@@ -38,7 +38,8 @@ async def insert_url(
     fetch_rate: float | None = None,
 ) -> int:
     host_id = await conn.fetchval(
-        "INSERT INTO hosts (origin) VALUES ($1) ON CONFLICT (origin) DO UPDATE "
+        "INSERT INTO hosts (id, origin) VALUES (crawler_host_id($1), $1) "
+        "ON CONFLICT (id) DO UPDATE "
         "SET origin = EXCLUDED.origin RETURNING id", origin,
     )
     url_id: int = await conn.fetchval(
