@@ -125,8 +125,8 @@ async def baseline(db_url: str, path: Path) -> float:
                            "importance float8 NOT NULL, next_fetch_at timestamptz NOT NULL)")
         started = time.perf_counter()
         for start in range(0, len(urls), frontier.SEED_BATCH):
-            records, _ = frontier.seed_rows(urls[start : start + frontier.SEED_BATCH],
-                                            dict.fromkeys(urls[start : start + frontier.SEED_BATCH], 1.0))
+            batch = urls[start : start + frontier.SEED_BATCH]
+            records, _ = frontier.seed_rows(batch, dict.fromkeys(batch, 1.0))
             await conn.copy_records_to_table(
                 "bench_bare", records=[(*r, due) for r in records],
                 columns=("url", "host_id", "importance", "next_fetch_at"))
