@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import asyncpg
 
@@ -138,10 +139,9 @@ async def seed(
     if isinstance(conn, asyncpg.Pool):
         async with conn.acquire() as acquired:
             return await seed(acquired, urls, now, batch_size=batch_size, progress=progress)
-    keys: dict[str, int] = {}
     for start in range(0, len(unique), batch_size):
         batch = unique[start : start + batch_size]
-        records, hosts = seed_rows(batch, importance, keys)
+        records, hosts = seed_rows(batch, importance)
         for attempt in range(3):
             try:
                 inserted += await _seed_batch(conn, records, hosts, due)
@@ -155,6 +155,10 @@ async def seed(
             progress(start + len(batch), len(unique))
     return SeedResult(inserted=inserted, already_known=len(unique) - inserted)
 
+
+# Origins' keys, remembered across batches and seeding calls (a SHA-256 costs about as much as
+# the rest of building a URL's row; `crawler seed` seeds each batch by a call of its own).
+_host_key = lru_cache(maxsize=1 << 18)(host_id)
 
 SEED_COLUMNS = ("url", "host_id", "importance")
 SEED_HOST_COLUMNS = ("host_id", "origin")
@@ -184,14 +188,13 @@ async def _seed_batch(
 
 
 def seed_rows(
-    batch: Sequence[str], importance: dict[str, float], keys: dict[str, int] | None = None
+    batch: Sequence[str], importance: dict[str, float]
 ) -> tuple[list[tuple[str, int, float]], list[tuple[int, str]]]:
     """The staging rows of a batch of normalised URLs (SEED_COLUMNS order) and of its distinct
-    hosts (SEED_HOST_COLUMNS order). ``keys`` caches origins' host_ids across batches.
+    hosts (SEED_HOST_COLUMNS order).
 
     Two origins of one batch with one key are refused here, before the database sees them.
     """
-    keys = {} if keys is None else keys
     batch_hosts: dict[str, int] = {}
     records: list[tuple[str, int, float]] = []
     for u in batch:
@@ -199,10 +202,7 @@ def seed_rows(
         origin = f"{scheme}://{rest.split('/', 1)[0]}"
         key = batch_hosts.get(origin)
         if key is None:
-            key = keys.get(origin)
-            if key is None:
-                key = keys[origin] = host_id(origin)
-            batch_hosts[origin] = key
+            key = batch_hosts[origin] = _host_key(origin)
         records.append((u, key, importance[u]))
     hosts = [(key, origin) for origin, key in batch_hosts.items()]
     if len({key for key, _ in hosts}) != len(hosts):

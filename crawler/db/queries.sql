@@ -39,23 +39,25 @@ CREATE TEMPORARY TABLE IF NOT EXISTS seed_staging_hosts (
 
 -- name: seed_hosts_from_staging
 -- New hosts of the staged URLs, due at $1 (known hosts are not rewritten), in one insert.
--- Known keys are skipped by a probe of hosts_pkey before the insert: an insert that conflicts
--- costs twice the probe. ON CONFLICT stays for a host another session adds meanwhile; keys go
--- in sorted order so that two seeders wait on each other's new hosts in one order. Returns the
--- staged hosts whose key an existing host of another origin holds (a hash collision: the
--- caller refuses the batch, so no URL is ever put under another origin's host).
-WITH inserted AS (
+-- One probe of hosts_pkey per staged host finds the known ones: they are skipped (an insert
+-- that conflicts costs twice the probe), and one whose origin differs is returned (a hash
+-- collision: the caller refuses the batch, so no URL is ever put under another origin's
+-- host). ON CONFLICT stays for a host another session adds meanwhile; keys go in sorted order
+-- so that two seeders wait on each other's new hosts in one order.
+WITH staged AS (
+    SELECT s.host_id, s.origin, h.origin AS existing
+    FROM seed_staging_hosts AS s
+    LEFT JOIN hosts AS h ON h.id = s.host_id
+),
+inserted AS (
     INSERT INTO hosts (id, origin, next_due_at)
     SELECT host_id, origin, $1::timestamptz
-    FROM seed_staging_hosts AS s
-    WHERE NOT EXISTS (SELECT FROM hosts AS h WHERE h.id = s.host_id)
+    FROM staged
+    WHERE existing IS NULL
     ORDER BY host_id
     ON CONFLICT (id) DO NOTHING
 )
-SELECT s.host_id, s.origin, h.origin AS existing
-FROM seed_staging_hosts AS s
-JOIN hosts AS h ON h.id = s.host_id
-WHERE h.origin <> s.origin;
+SELECT host_id, origin, existing FROM staged WHERE existing <> origin;
 
 -- name: seed_urls_from_staging
 -- The staged URLs not yet known, due at $1, in one insert; a known host that gained a URL has

@@ -306,7 +306,7 @@ def test_seed_command_reports_a_collision(db_url: str) -> None:
 def test_two_origins_of_one_batch_with_one_key_are_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(frontier, "host_id", lambda origin: 7)
+    monkeypatch.setattr(frontier, "_host_key", lambda origin: 7)
     with pytest.raises(HostIdCollision):
         frontier.seed_rows(["http://a.example/", "http://b.example/"], {
             "http://a.example/": 1.0, "http://b.example/": 1.0})
