@@ -66,9 +66,11 @@ WITH inserted AS (
     INSERT INTO urls (url, host_id, importance, next_fetch_at)
     SELECT url, host_id, importance, $1::timestamptz
     FROM seed_staging
-    -- urls_url_host_id_key is then filled leaf after leaf, and two seeders that stage the same
-    -- URLs wait on each other in one order.
-    ORDER BY url
+    -- In key order: urls_host_id_url_key, urls_host_next_fetch_idx and the foreign key's
+    -- probes of hosts_pkey all sweep their indexes once, in step (hash keys in any other order
+    -- would land at random pages); and two seeders that stage the same URLs wait on each other
+    -- in one order.
+    ORDER BY host_id, url
     ON CONFLICT (url, host_id) DO NOTHING
     RETURNING host_id
 ),
@@ -653,7 +655,7 @@ ORDER BY u.id
 OFFSET $3 LIMIT $4;
 
 -- name: set_importance
--- `crawler importance`: new weights for known URLs (urls_url_host_id_key); returns those it
+-- `crawler importance`: new weights for known URLs (urls_host_id_url_key); returns those it
 -- found.
 UPDATE urls AS u SET importance = t.weight
 FROM unnest($1::text[], $2::float8[]) AS t(url, weight)
@@ -784,7 +786,7 @@ SELECT 1 FROM hosts WHERE backoff_until > now() AND consecutive_failures >= $1;
 
 -- name: set_url_region
 -- A URL's own watched region (crawler watch, crawler seed --watch/--ignore);
--- urls_url_host_id_key.
+-- urls_host_id_url_key.
 UPDATE urls AS u SET watch_css = $2, ignore_css = $3
 FROM unnest($1::text[]) AS t(url)
 WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
@@ -798,7 +800,7 @@ RETURNING id;
 
 -- name: url_region
 -- A URL's own region and its window's, for crawler watch and crawler show;
--- urls_url_host_id_key.
+-- urls_host_id_url_key.
 SELECT u.watch_css, u.ignore_css, u.fingerprint_region, s.root_url AS site_root_url,
        s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
 FROM urls AS u LEFT JOIN sites AS s ON s.id = u.site_id

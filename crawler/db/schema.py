@@ -190,7 +190,7 @@ urls = Table(
     CheckConstraint(
         "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"
     ),
-    UniqueConstraint("url", "host_id", name="urls_url_host_id_key"),
+    UniqueConstraint("host_id", "url", name="urls_host_id_url_key"),
     Index("urls_host_next_fetch_idx", "host_id", "next_fetch_at"),
     Index("urls_next_fetch_idx", "next_fetch_at"),
     Index("urls_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),

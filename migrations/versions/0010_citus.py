@@ -10,7 +10,7 @@ can be distributed on host_id and co-located (all of a host's rows on one node):
   urls.host_id follows. Two origins with one key are refused: the migration fails, naming
   them, rather than merge two hosts. The unique key on origin alone goes (a distributed table
   cannot have it): the primary key is the origin's hash, and statements find a host by it.
-- urls: primary key (id, host_id) (ids still come from their sequence), unique (url, host_id);
+- urls: primary key (id, host_id) (ids still come from their sequence), unique (host_id, url);
   its foreign key to hosts is re-created.
 - observations, stored_records, change_events (partitioned by month, 0008) and links gain
   host_id, filled from their URL. Primary keys become (id, fetched_at, host_id) (the partition
@@ -118,7 +118,7 @@ def upgrade() -> None:
     op.execute("ALTER TABLE urls DROP CONSTRAINT urls_pkey")
     op.execute("ALTER TABLE urls ADD CONSTRAINT urls_pkey PRIMARY KEY (id, host_id)")
     op.execute("ALTER TABLE urls DROP CONSTRAINT urls_url_key")
-    op.execute("ALTER TABLE urls ADD CONSTRAINT urls_url_host_id_key UNIQUE (url, host_id)")
+    op.execute("ALTER TABLE urls ADD CONSTRAINT urls_host_id_url_key UNIQUE (host_id, url)")
     op.execute(
         "ALTER TABLE urls ADD CONSTRAINT urls_host_id_fkey FOREIGN KEY (host_id) "
         "REFERENCES hosts (id) ON DELETE CASCADE"
@@ -192,7 +192,7 @@ def downgrade() -> None:
             f"CREATE UNIQUE INDEX {table}_url_fetched_idx ON {table} (url_id, fetched_at)"
         )
 
-    op.execute("ALTER TABLE urls DROP CONSTRAINT urls_url_host_id_key")
+    op.execute("ALTER TABLE urls DROP CONSTRAINT urls_host_id_url_key")
     op.execute("ALTER TABLE urls ADD CONSTRAINT urls_url_key UNIQUE (url)")
     op.execute("ALTER TABLE urls DROP CONSTRAINT urls_pkey")
     op.execute("ALTER TABLE urls ADD CONSTRAINT urls_pkey PRIMARY KEY (id)")
