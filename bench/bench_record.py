@@ -29,10 +29,12 @@ BASELINE = """
 WITH observation AS (
     INSERT INTO observations (
         url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
-        simhash_distance, changed, content_changed, last_modified, error_kind, truncated
+        simhash_distance, changed, content_changed, last_modified, error_kind, truncated,
+        host_id
     )
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-    ON CONFLICT (url_id, fetched_at) DO NOTHING
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+            (SELECT host_id FROM urls WHERE id = $1))
+    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
     RETURNING id
 ),
 url AS (

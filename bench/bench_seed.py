@@ -9,9 +9,12 @@ A scratch database is created on the server, migrated, and dropped afterwards. F
 2. the same with another file (every URL new) into the table now holding 10^6 URLs;
 3. the second file again: every URL already known;
 4. the stages, in process, with a third file: reading and normalising the file, the URL
-   patterns, then per seeding batch building the rows, the COPY into staging, the hosts
-   insert, the urls insert and the commit, each timed (the CPU-bound Python stages are
-   reported apart from the database's).
+   patterns, then per seeding batch building the rows (origin and host_id, computed here),
+   the COPY into staging, the hosts insert, the urls insert and the commit, each timed (the
+   CPU-bound Python stages are reported apart from the database's);
+5. the baseline, measured in the same run on the same server: the same rows COPYed straight
+   into a table shaped like urls with no index, key or constraint, the fastest PostgreSQL
+   takes the data at all. The cold-table rate is printed as a ratio to it.
 
 URLs/s is the URLs in the file over the command's wall time, start-up included.
 """
@@ -70,15 +73,17 @@ async def stages(db_url: str, path: Path) -> None:
         for start in range(0, len(urls), frontier.SEED_BATCH):
             batch = urls[start : start + frontier.SEED_BATCH]
             a = time.perf_counter()
-            records = frontier.seed_records(batch, dict.fromkeys(batch, 1.0))
+            records, hosts = frontier.seed_rows(batch, dict.fromkeys(batch, 1.0))
             b = time.perf_counter()
             tx = conn.transaction()
             await tx.start()
             await conn.execute(QUERIES["seed_staging"])
             await conn.copy_records_to_table("seed_staging", records=records,
                                              columns=frontier.SEED_COLUMNS)
+            await conn.copy_records_to_table("seed_staging_hosts", records=hosts,
+                                             columns=frontier.SEED_HOST_COLUMNS)
             c = time.perf_counter()
-            await conn.execute(QUERIES["seed_hosts_from_staging"], due)
+            assert not await conn.fetch(QUERIES["seed_hosts_from_staging"], due)
             d = time.perf_counter()
             inserted += int(await conn.fetchval(QUERIES["seed_urls_from_staging"], due))
             e = time.perf_counter()
@@ -109,6 +114,31 @@ def command(db_url: str, path: Path, n_urls: int, label: str) -> float:
     return n_urls / seconds
 
 
+async def baseline(db_url: str, path: Path) -> float:
+    """URLs/s of a bare COPY of the file's rows (url, host_id, importance, next_fetch_at) into
+    an unindexed table: what loading the data costs before any key or index is kept."""
+    urls, _ = read_seed_lines(path.read_text().splitlines(), str(path))
+    due = frontier.to_datetime(time.time())
+    conn = await asyncpg.connect(db_url)
+    try:
+        await conn.execute("CREATE TABLE bench_bare (url text NOT NULL, host_id bigint NOT NULL, "
+                           "importance float8 NOT NULL, next_fetch_at timestamptz NOT NULL)")
+        started = time.perf_counter()
+        for start in range(0, len(urls), frontier.SEED_BATCH):
+            batch = urls[start : start + frontier.SEED_BATCH]
+            records, _ = frontier.seed_rows(batch, dict.fromkeys(batch, 1.0))
+            await conn.copy_records_to_table(
+                "bench_bare", records=[(*r, due) for r in records],
+                columns=("url", "host_id", "importance", "next_fetch_at"))
+        seconds = time.perf_counter() - started
+        await conn.execute("DROP TABLE bench_bare")
+    finally:
+        await conn.close()
+    print(f"baseline, bare COPY into an unindexed table (one connection, rows built "
+          f"included): {len(urls):,} URLs in {seconds:.2f} s = {len(urls) / seconds:,.0f} URLs/s")
+    return len(urls) / seconds
+
+
 async def main(url: str, n_urls: int, n_hosts: int) -> None:
     admin = await asyncpg.connect(url)
     name = f"crawler_bench_seed_{uuid.uuid4().hex[:8]}"
@@ -121,11 +151,13 @@ async def main(url: str, n_urls: int, n_hosts: int) -> None:
             for path, tag in zip(files, "abc", strict=True):
                 write_seed_file(path, n_urls, n_hosts, tag)
             print(f"{n_urls:,} URLs over {n_hosts:,} hosts")
-            command(db_url, files[0], n_urls, "crawler seed --file, cold table")
+            cold = command(db_url, files[0], n_urls, "crawler seed --file, cold table")
             command(db_url, files[1], n_urls, f"crawler seed --file, table holding {n_urls:,}")
             command(db_url, files[1], n_urls, "crawler seed --file, every URL already known")
             print(f"stages in process, table holding {2 * n_urls:,}:")
             await stages(db_url, files[2])
+            bare = await baseline(db_url, files[0])
+            print(f"cold-table seeding at {cold / bare:.2f}x the bare COPY baseline")
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()

@@ -309,8 +309,14 @@ def cmd_seed(args: argparse.Namespace) -> int:
         finally:
             await pool.close()
 
+    from crawler.core.hostid import HostIdCollision
+
     try:
         result = asyncio.run(go())
+    except HostIdCollision as collision:
+        done = committed[0] + committed[1]
+        raise UserError(f"seed: {collision}; {done} of {plural(len(urls), 'URL')} were "
+                        "committed before it") from collision
     except KeyboardInterrupt:
         done = committed[0] + committed[1]
         print(f"{newline_if_tty()}crawler seed: interrupted after committing {done} of "

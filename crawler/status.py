@@ -174,7 +174,8 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
         row = await conn.fetchrow(QUERIES["url_row"], page_url)
         if row is None:
             return None
-        observations = await conn.fetch(QUERIES["url_observations"], row["id"], limit)
+        observations = await conn.fetch(QUERIES["url_observations"], row["id"], limit,
+                                    row["host_id"])
     finally:
         await conn.close()
     shown = {name: _jsonable(row[name]) for name in URL_FIELDS}

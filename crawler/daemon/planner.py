@@ -373,6 +373,7 @@ async def reschedule(pool: asyncpg.Pool, policy: SchedulePolicy) -> int:
             return moved_total
         after = rows[-1]["id"]
         ids = np.array([r["id"] for r in rows], dtype=np.int64)
+        host_ids = np.array([r["host_id"] for r in rows], dtype=np.int64)
         old = np.array(
             [r["fetch_rate_per_day"] or 0.0 for r in rows], dtype=np.float64
         )
@@ -390,14 +391,20 @@ async def reschedule(pool: asyncpg.Pool, policy: SchedulePolicy) -> int:
         )
         moved = (old <= 0) | (np.abs(new - old) > RESCHEDULE_RELATIVE_CHANGE * old)
         if moved.any():
-            moved_total += await _reschedule_ids(pool, ids[moved].tolist(), policy)
+            moved_total += await _reschedule_ids(
+                pool, ids[moved].tolist(), host_ids[moved].tolist(), policy
+            )
         await asyncio.sleep(WALK_REST_PER_WORK * (time.monotonic() - chunk_started))
 
 
-async def _reschedule_ids(pool: asyncpg.Pool, ids: list[int], policy: SchedulePolicy) -> int:
+async def _reschedule_ids(
+    pool: asyncpg.Pool, ids: list[int], host_ids: list[int], policy: SchedulePolicy
+) -> int:
     now = time.time()
-    records = [record_from_row(r) for r in await pool.fetch(QUERIES["reschedule_records"], ids)]
+    records = [record_from_row(r) for r in await pool.fetch(QUERIES["reschedule_records"], ids,
+                                                            host_ids)]
     due_ids: list[int] = []
+    due_hosts: list[int] = []
     due_at: list[object] = []
     rates: list[float | None] = []
     last: list[object] = []
@@ -407,6 +414,7 @@ async def _reschedule_ids(pool: asyncpg.Pool, ids: list[int], policy: SchedulePo
             continue
         schedule = replanned(record, policy, now)
         due_ids.append(record.url_id)
+        due_hosts.append(record.host_id)
         due_at.append(to_datetime(schedule.next_fetch_at))
         rates.append(schedule.fetch_rate_per_day)
         last.append(to_datetime(record.last_fetched_at))
@@ -415,7 +423,7 @@ async def _reschedule_ids(pool: asyncpg.Pool, ids: list[int], policy: SchedulePo
         return 0
     async with pool.acquire() as conn, conn.transaction():
         touched = await conn.fetch(
-            QUERIES["reschedule_urls"], due_ids, due_at, rates, last, change
+            QUERIES["reschedule_urls"], due_ids, due_at, rates, last, change, due_hosts
         )
         hosts = sorted({r["host_id"] for r in touched})
         if hosts:

@@ -11,12 +11,15 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import asyncpg
 
 from crawler.core import fingerprint
 from crawler.core.backoff import HostHealth
 from crawler.core.estimate import ChangeHistory, LastModifiedHistory
+from crawler.core.hostid import HostIdCollision, host_id
+from crawler.core.hostid import origin_of as origin_of
 from crawler.core.model import UrlRecord, UrlState
 from crawler.core.periodic import PeriodicModel
 from crawler.core.region import effective_region
@@ -61,12 +64,6 @@ def to_signed64(value: int | None) -> int | None:
 
 def to_unsigned64(value: int | None) -> int | None:
     return None if value is None else fingerprint.from_signed64(value)
-
-
-def origin_of(url: str) -> str:
-    """scheme://host[:port] of a normalised URL: the politeness unit."""
-    scheme, rest = url.split("://", 1)
-    return f"{scheme}://{rest.split('/', 1)[0]}"
 
 
 class LeaseLost(Exception):
@@ -123,9 +120,12 @@ async def seed(
 ) -> SeedResult:
     """Add normalised (url, importance) pairs, due now. Seeding a known URL is a no-op.
 
-    Each batch is copied into a staging table (COPY) and inserted by one statement, in a
-    transaction of its own: an interrupted seed keeps every batch it committed.
-    ``progress(done, total)`` is called after each commit.
+    Each batch is copied into a staging table (COPY) with its URLs' host_id computed here from
+    their origins (crawler.core.hostid), and inserted by one statement for its new hosts and
+    one for its URLs, in a transaction of its own: an interrupted seed keeps every batch it
+    committed. ``progress(done, total)`` is called after each commit. Raises
+    ``HostIdCollision``, writing nothing of the batch, when an origin's key is already another
+    origin's.
     """
     importance = dict(urls)  # the last importance given for a URL wins
     unique = list(importance)
@@ -141,10 +141,10 @@ async def seed(
             return await seed(acquired, urls, now, batch_size=batch_size, progress=progress)
     for start in range(0, len(unique), batch_size):
         batch = unique[start : start + batch_size]
-        records = seed_records(batch, importance)
+        records, hosts = seed_rows(batch, importance)
         for attempt in range(3):
             try:
-                inserted += await _seed_batch(conn, records, due)
+                inserted += await _seed_batch(conn, records, hosts, due)
                 break
             except asyncpg.DeadlockDetectedError:
                 # Another seeder (or a daemon) locked the same hosts in another order; the
@@ -156,28 +156,62 @@ async def seed(
     return SeedResult(inserted=inserted, already_known=len(unique) - inserted)
 
 
-SEED_COLUMNS = ("url", "origin", "importance")
+# Origins' keys, remembered across batches and seeding calls (a SHA-256 costs about as much as
+# the rest of building a URL's row; `crawler seed` seeds each batch by a call of its own).
+_host_key = lru_cache(maxsize=1 << 18)(host_id)
+
+SEED_COLUMNS = ("url", "host_id", "importance")
+SEED_HOST_COLUMNS = ("host_id", "origin")
 
 
 async def _seed_batch(
-    conn: asyncpg.Connection, records: list[tuple[str, str, float]], due: dt.datetime | None
+    conn: asyncpg.Connection,
+    records: list[tuple[str, int, float]],
+    hosts: list[tuple[int, str]],
+    due: dt.datetime | None,
 ) -> int:
     """One batch in one transaction: COPY into staging, then the hosts and the urls inserts.
-    Returns how many URLs were new."""
+    Returns how many URLs were new; raises ``HostIdCollision`` (the batch rolled back)."""
     async with conn.transaction():
         # Created (if need be) in the transaction that uses it: behind PgBouncer's
         # transaction pooling, each transaction may run on another server connection.
         await conn.execute(QUERIES["seed_staging"])
         await conn.copy_records_to_table("seed_staging", records=records, columns=SEED_COLUMNS)
-        await conn.execute(QUERIES["seed_hosts_from_staging"], due)
+        await conn.copy_records_to_table(
+            "seed_staging_hosts", records=hosts, columns=SEED_HOST_COLUMNS
+        )
+        collisions = await conn.fetch(QUERIES["seed_hosts_from_staging"], due)
+        if collisions:
+            c = collisions[0]
+            raise HostIdCollision(c["host_id"], c["origin"], c["existing"])
         return int(await conn.fetchval(QUERIES["seed_urls_from_staging"], due))
 
 
-def seed_records(
+def seed_rows(
     batch: Sequence[str], importance: dict[str, float]
-) -> list[tuple[str, str, float]]:
-    """The staging rows of a batch of normalised URLs, in SEED_COLUMNS order."""
-    return [(u, origin_of(u), importance[u]) for u in batch]
+) -> tuple[list[tuple[str, int, float]], list[tuple[int, str]]]:
+    """The staging rows of a batch of normalised URLs (SEED_COLUMNS order) and of its distinct
+    hosts (SEED_HOST_COLUMNS order).
+
+    Two origins of one batch with one key are refused here, before the database sees them.
+    """
+    batch_hosts: dict[str, int] = {}
+    records: list[tuple[str, int, float]] = []
+    for u in batch:
+        scheme, rest = u.split("://", 1)  # crawler.core.hostid.origin_of, inlined: hot loop
+        origin = f"{scheme}://{rest.split('/', 1)[0]}"
+        key = batch_hosts.get(origin)
+        if key is None:
+            key = batch_hosts[origin] = _host_key(origin)
+        records.append((u, key, importance[u]))
+    hosts = [(key, origin) for origin, key in batch_hosts.items()]
+    if len({key for key, _ in hosts}) != len(hosts):
+        seen: dict[int, str] = {}
+        for key, origin in hosts:
+            if key in seen:
+                raise HostIdCollision(key, origin, seen[key])
+            seen[key] = origin
+    return records, hosts
 
 
 async def _seed_small(
@@ -186,14 +220,24 @@ async def _seed_small(
     importance: dict[str, float],
     due: dt.datetime | None,
 ) -> int:
-    """A few URLs (a redirect target, a window root): two array statements, no staging."""
-    origins = sorted({origin_of(u) for u in unique})
-    rows = await conn.fetch(QUERIES["upsert_hosts"], origins, [due] * len(origins))
-    host_ids = {r["origin"]: r["id"] for r in rows}
+    """A few URLs (a redirect target, a window root): two array statements, no staging.
+    Raises ``HostIdCollision`` when an origin's key is another origin's (before any URL is
+    written; a host row is never written under another origin's key)."""
+    _, hosts = seed_rows(unique, importance)
+    hosts.sort()
+    rows = await conn.fetch(
+        QUERIES["upsert_hosts"], [k for k, _ in hosts], [o for _, o in hosts],
+        [due] * len(hosts),
+    )
+    returned = {r["id"]: r["origin"] for r in rows}
+    for key, origin in hosts:
+        if returned.get(key) != origin:
+            existing = await conn.fetchval("SELECT origin FROM hosts WHERE id = $1", key)
+            raise HostIdCollision(key, origin, str(existing))
     inserted = await conn.fetch(
         QUERIES["insert_urls"],
         unique,
-        [host_ids[origin_of(u)] for u in unique],
+        [host_id(origin_of(u)) for u in unique],
         [importance[u] for u in unique],
         [due] * len(unique),
     )

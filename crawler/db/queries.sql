@@ -3,12 +3,15 @@
 -- Statements take arrays (unnest) where they act on many rows: one round trip per batch.
 
 -- name: upsert_hosts
--- Register origins; a host's next_due_at only ever moves earlier here.
-INSERT INTO hosts (origin, next_due_at)
-SELECT origin, due
-FROM unnest($1::text[], $2::timestamptz[]) AS t(origin, due)
-ON CONFLICT (origin) DO UPDATE
+-- Register origins under their host_id ($1, crawler.core.hostid); a host's next_due_at only
+-- ever moves earlier here. A key already held by another origin (a hash collision) is left
+-- alone and not returned: the caller refuses it.
+INSERT INTO hosts (id, origin, next_due_at)
+SELECT id, origin, due
+FROM unnest($1::bigint[], $2::text[], $3::timestamptz[]) AS t(id, origin, due)
+ON CONFLICT (id) DO UPDATE
     SET next_due_at = LEAST(hosts.next_due_at, EXCLUDED.next_due_at)
+    WHERE hosts.origin = EXCLUDED.origin
 RETURNING id, origin;
 
 -- name: insert_urls
@@ -17,47 +20,64 @@ INSERT INTO urls (url, host_id, importance, next_fetch_at)
 SELECT url, host_id, importance, due
 FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::timestamptz[])
     AS t(url, host_id, importance, due)
-ON CONFLICT (url) DO NOTHING
+ON CONFLICT (url, host_id) DO NOTHING
 RETURNING id;
 
 -- name: seed_staging
--- Bulk seeding: rows arrive by COPY into this session's staging table, emptied at commit.
+-- Bulk seeding: rows arrive by COPY into this session's staging tables, emptied at commit:
+-- the URLs with their host_id (computed by the seeder from the origin, crawler.core.hostid),
+-- and the batch's distinct hosts.
 CREATE TEMPORARY TABLE IF NOT EXISTS seed_staging (
     url text NOT NULL,
-    origin text NOT NULL,
+    host_id bigint NOT NULL,
     importance float8 NOT NULL
+) ON COMMIT DELETE ROWS;
+CREATE TEMPORARY TABLE IF NOT EXISTS seed_staging_hosts (
+    host_id bigint NOT NULL,
+    origin text NOT NULL
 ) ON COMMIT DELETE ROWS;
 
 -- name: seed_hosts_from_staging
--- New origins of the staged URLs, due at $1 (known hosts are not rewritten). Known origins
--- are skipped by a probe of hosts_origin_key before the insert: an insert that conflicts costs
--- twice the probe. ON CONFLICT stays for an origin another session adds meanwhile; origins go
--- in sorted order so that two seeders wait on each other's new origins in one order.
-INSERT INTO hosts (origin, next_due_at)
-SELECT DISTINCT origin, $1::timestamptz
-FROM seed_staging AS s
-WHERE NOT EXISTS (SELECT FROM hosts AS h WHERE h.origin = s.origin)
-ORDER BY origin
-ON CONFLICT (origin) DO NOTHING;
+-- New hosts of the staged URLs, due at $1 (known hosts are not rewritten), in one insert.
+-- One probe of hosts_pkey per staged host finds the known ones: they are skipped (an insert
+-- that conflicts costs twice the probe), and one whose origin differs is returned (a hash
+-- collision: the caller refuses the batch, so no URL is ever put under another origin's
+-- host). ON CONFLICT stays for a host another session adds meanwhile; keys go in sorted order
+-- so that two seeders wait on each other's new hosts in one order.
+WITH staged AS (
+    SELECT s.host_id, s.origin, h.origin AS existing
+    FROM seed_staging_hosts AS s
+    LEFT JOIN hosts AS h ON h.id = s.host_id
+),
+inserted AS (
+    INSERT INTO hosts (id, origin, next_due_at)
+    SELECT host_id, origin, $1::timestamptz
+    FROM staged
+    WHERE existing IS NULL
+    ORDER BY host_id
+    ON CONFLICT (id) DO NOTHING
+)
+SELECT host_id, origin, existing FROM staged WHERE existing <> origin;
 
 -- name: seed_urls_from_staging
 -- The staged URLs not yet known, due at $1, in one insert; a known host that gained a URL has
 -- its next_due_at moved earlier. Returns how many URLs were new.
 WITH inserted AS (
     INSERT INTO urls (url, host_id, importance, next_fetch_at)
-    SELECT s.url, h.id, s.importance, $1::timestamptz
-    FROM seed_staging AS s
-    JOIN hosts AS h ON h.origin = s.origin
-    -- urls_url_key is then filled leaf after leaf, and two seeders that stage the same URLs
-    -- wait on each other in one order.
-    ORDER BY s.url
-    ON CONFLICT (url) DO NOTHING
+    SELECT url, host_id, importance, $1::timestamptz
+    FROM seed_staging
+    -- In key order: urls_host_id_url_key, urls_host_next_fetch_idx and the foreign key's
+    -- probes of hosts_pkey all sweep their indexes once, in step (hash keys in any other order
+    -- would land at random pages); and two seeders that stage the same URLs wait on each other
+    -- in one order.
+    ORDER BY host_id, url
+    ON CONFLICT (url, host_id) DO NOTHING
     RETURNING host_id
 ),
 to_move AS (
     -- Locked in id order: two seeders moving the same hosts wait instead of deadlocking.
     SELECT id FROM hosts
-    WHERE id IN (SELECT host_id FROM inserted)
+    WHERE id = ANY(ARRAY(SELECT DISTINCT host_id FROM inserted))
       AND (next_due_at IS NULL OR next_due_at > $1::timestamptz)
     ORDER BY id
     FOR NO KEY UPDATE
@@ -146,7 +166,7 @@ ORDER BY lh.id, lu.next_fetch_at;
 -- the URL's new row and schedule with its lease released, and the host's politeness clock.
 -- $1, $2, $3 are rows of observations, urls and hosts as JSON, built from the transition by
 -- crawler.db.frontier.record_params and read by column name into each table's row type.
--- Values are absolute, and the observation is unique on (url_id, fetched_at): a commit
+-- Values are absolute, and the observation is unique on (url_id, fetched_at, host_id): a commit
 -- retried after a lost acknowledgement changes nothing.
 -- Fenced: nothing is written unless lease token ($4 host, $5 owner, $6 epoch) is current and
 -- unexpired by the database's clock; the host row stays locked until commit, so no claim can
@@ -163,12 +183,14 @@ o AS (
 observation AS (
     INSERT INTO observations (
         url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
-        simhash_distance, changed, content_changed, last_modified, error_kind, truncated
+        simhash_distance, changed, content_changed, last_modified, error_kind, truncated,
+        host_id
     )
     SELECT url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
-           simhash_distance, changed, content_changed, last_modified, error_kind, truncated
+           simhash_distance, changed, content_changed, last_modified, error_kind, truncated,
+           $4::bigint
     FROM o
-    ON CONFLICT (url_id, fetched_at) DO NOTHING
+    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
     RETURNING id
 ),
 n AS (
@@ -280,13 +302,15 @@ held AS (
 ),
 observation AS (
     INSERT INTO observations (
-        url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
-        simhash_distance, changed, content_changed, last_modified, error_kind, truncated
+        url_id, host_id, fetched_at, outcome, status, bytes, duration_seconds, simhash,
+        content_hash, simhash_distance, changed, content_changed, last_modified, error_kind,
+        truncated
     )
-    SELECT url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
-           simhash_distance, changed, content_changed, obs_last_modified, error_kind, truncated
+    SELECT url_id, host_id, fetched_at, outcome, status, bytes, duration_seconds, simhash,
+           content_hash, simhash_distance, changed, content_changed, obs_last_modified,
+           error_kind, truncated
     FROM held
-    ON CONFLICT (url_id, fetched_at) DO NOTHING
+    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
     RETURNING url_id
 ),
 url AS (
@@ -446,13 +470,13 @@ SELECT u.*, h.origin, s.root_url AS site_root_url, s.watch_css AS site_watch_css
        s.exclude_patterns AS site_exclude
 FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
 LEFT JOIN sites AS s ON s.id = u.site_id
-WHERE u.url = $1;
+WHERE u.url = $1 AND u.host_id = crawler_url_host_id($1);
 
 -- name: url_observations
 SELECT fetched_at, outcome, status, bytes, duration_seconds, simhash, simhash_distance,
        changed, content_changed, last_modified, error_kind, truncated
 FROM observations
-WHERE url_id = $1
+WHERE url_id = $1 AND host_id = $3
 ORDER BY fetched_at DESC
 LIMIT $2;
 
@@ -521,7 +545,7 @@ DELETE FROM daemons WHERE owner = $1;
 -- The planner's rescheduling walk: the next $2 active, unleased URLs after id $1 whose last
 -- fetch saw content, with what decides their rate (primary key index; one small chunk per
 -- short transaction). A failing URL keeps its retry backoff.
-SELECT id, importance, change_rate_per_day, fetch_rate_per_day
+SELECT id, host_id, importance, change_rate_per_day, fetch_rate_per_day
 FROM urls
 WHERE id > $1
   AND state = 'active'
@@ -534,19 +558,23 @@ LIMIT $2;
 
 -- name: reschedule_records
 -- Whole records of the URLs whose rate moved materially, to reschedule them exactly as after
--- a fetch (crawler.core.schedule.next_fetch).
+-- a fetch (crawler.core.schedule.next_fetch); by (id, host_id) pairs ($1, $2).
 SELECT u.id AS url_id, u.*
 FROM urls AS u
-WHERE u.id = ANY($1::bigint[]) AND u.lease_owner IS NULL;
+JOIN unnest($1::bigint[], $2::bigint[]) AS t(id, host_id)
+    ON u.id = t.id AND u.host_id = t.host_id
+WHERE u.host_id = ANY($2::bigint[]) AND u.lease_owner IS NULL;
 
 -- name: reschedule_urls
 -- Apply new schedules in place. A URL leased or fetched since it was read ($4, its
 -- last_fetched_at then) is left to its fetcher.
 UPDATE urls AS u
 SET next_fetch_at = t.due, fetch_rate_per_day = t.rate, change_rate_per_day = t.change_rate
-FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::timestamptz[], $5::float8[])
-    AS t(id, due, rate, last_fetched_at, change_rate)
-WHERE u.id = t.id AND u.lease_owner IS NULL AND u.last_fetched_at = t.last_fetched_at
+FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::timestamptz[], $5::float8[],
+            $6::bigint[])
+    AS t(id, due, rate, last_fetched_at, change_rate, host_id)
+WHERE u.id = t.id AND u.host_id = t.host_id AND u.host_id = ANY($6::bigint[])
+  AND u.lease_owner IS NULL AND u.last_fetched_at = t.last_fetched_at
 RETURNING u.host_id;
 
 -- name: store_planner_state
@@ -572,31 +600,34 @@ SET site_id = $2, depth = 0, in_window = true, discovered_initially = true,
     entered_window_at = CASE WHEN in_window THEN entered_window_at ELSE now() END,
     left_window_at = NULL,
     next_fetch_at = LEAST(next_fetch_at, now())
-WHERE url = $1;
+WHERE url = $1 AND host_id = crawler_url_host_id($1);
 
 -- name: discover_urls
 -- Out-links of a windowed page: new URLs join the site parked (next fetch 'infinity') until the
 -- window takes them in; (id, url) in input order. A known URL's row is read, not rewritten
--- (urls_url_key): only one without a site yet is written, to join this one. A URL a concurrent transaction
+-- (urls_host_id_url_key): only one without a site yet is written, to join this one. A URL a
+-- concurrent transaction
 -- inserted is left out (DO NOTHING); the caller asks again for what is missing.
 WITH input AS (
     SELECT url, host_id, ord
     FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS t(url, host_id, ord)
 ),
 known AS (
-    SELECT u.id, u.url, u.site_id FROM urls AS u JOIN input ON u.url = input.url
+    SELECT u.id, u.host_id, u.url, u.site_id
+    FROM urls AS u JOIN input ON u.host_id = input.host_id AND u.url = input.url
 ),
 inserted AS (
     INSERT INTO urls (url, host_id, site_id, next_fetch_at, discovered_initially)
     SELECT url, host_id, $3, 'infinity', $4 FROM input
     WHERE NOT EXISTS (SELECT 1 FROM known WHERE known.url = input.url)
     ORDER BY ord
-    ON CONFLICT (url) DO NOTHING
+    ON CONFLICT (host_id, url) DO NOTHING
     RETURNING id, url
 ),
 adopted AS (
     UPDATE urls SET site_id = $3
-    FROM known WHERE urls.id = known.id AND known.site_id IS NULL
+    FROM known
+    WHERE urls.id = known.id AND urls.host_id = known.host_id AND known.site_id IS NULL
     RETURNING urls.id
 )
 SELECT f.id, f.url
@@ -605,70 +636,77 @@ JOIN input ON input.url = f.url
 ORDER BY input.ord;
 
 -- name: out_links
-SELECT to_url_id FROM links WHERE from_url_id = $1 ORDER BY position;
+-- A page's out-links ($1 the page, $2 its host: links stay on their page's host).
+SELECT to_url_id FROM links WHERE from_url_id = $1 AND host_id = $2 ORDER BY position;
 
 -- name: delete_out_links
-DELETE FROM links WHERE from_url_id = $1;
+DELETE FROM links WHERE from_url_id = $1 AND host_id = $2;
 
 -- name: insert_out_links
-INSERT INTO links (from_url_id, to_url_id, position)
-SELECT $1, to_id, pos FROM unnest($2::bigint[]) WITH ORDINALITY AS t(to_id, pos)
+INSERT INTO links (from_url_id, to_url_id, position, host_id)
+SELECT $1, to_id, pos, $3::bigint FROM unnest($2::bigint[]) WITH ORDINALITY AS t(to_id, pos)
 ON CONFLICT DO NOTHING;
 
 -- name: delete_out_links_to
--- A page's links it no longer has (links' primary key).
-DELETE FROM links WHERE from_url_id = $1 AND to_url_id = ANY($2::bigint[]);
+-- A page's links it no longer has (links' primary key; $3 the page's host).
+DELETE FROM links WHERE from_url_id = $1 AND to_url_id = ANY($2::bigint[]) AND host_id = $3;
 
 -- name: upsert_out_links
 -- A page's links now, in page order: only new links and moved positions are written.
-INSERT INTO links (from_url_id, to_url_id, position)
-SELECT $1, to_id, pos FROM unnest($2::bigint[]) WITH ORDINALITY AS t(to_id, pos)
-ON CONFLICT (from_url_id, to_url_id) DO UPDATE SET position = EXCLUDED.position
+INSERT INTO links (from_url_id, to_url_id, position, host_id)
+SELECT $1, to_id, pos, $3::bigint FROM unnest($2::bigint[]) WITH ORDINALITY AS t(to_id, pos)
+ON CONFLICT (from_url_id, to_url_id, host_id) DO UPDATE SET position = EXCLUDED.position
     WHERE links.position <> EXCLUDED.position;
 
 -- name: window_rows
 -- The incremental window update's pages by id (primary key): stored depth and membership, gone
--- now. A page of another site ($2 the site) is absent.
+-- now. A page of another site ($2 the site, on host $3) is absent.
 SELECT id, depth, in_window, state = 'gone' AS gone
-FROM urls WHERE id = ANY($1::bigint[]) AND site_id = $2;
+FROM urls WHERE id = ANY($1::bigint[]) AND site_id = $2 AND host_id = $3;
 
 -- name: window_out_links
 -- Pages' out-links, in page order (links' primary key), with each target's row as
--- window_rows reads it (urls' primary key; all NULL for a page of another site, $2 the site).
+-- window_rows reads it (urls' primary key; all NULL for a page of another site, $2 the site,
+-- $3 its host: a window's links stay on its host).
 SELECT l.from_url_id, l.to_url_id, u.depth, u.in_window, u.state = 'gone' AS gone
-FROM links AS l LEFT JOIN urls AS u ON u.id = l.to_url_id AND u.site_id = $2
-WHERE l.from_url_id = ANY($1::bigint[])
+FROM links AS l
+LEFT JOIN urls AS u ON u.id = l.to_url_id AND u.host_id = l.host_id AND u.site_id = $2
+WHERE l.from_url_id = ANY($1::bigint[]) AND l.host_id = $3
 ORDER BY l.from_url_id, l.position;
 
 -- name: window_in_links
 -- The pages linking to these (links_to_idx), with each source's row as window_out_links.
 SELECT l.to_url_id, l.from_url_id, u.depth, u.in_window, u.state = 'gone' AS gone
-FROM links AS l LEFT JOIN urls AS u ON u.id = l.from_url_id AND u.site_id = $2
-WHERE l.to_url_id = ANY($1::bigint[]);
+FROM links AS l
+LEFT JOIN urls AS u ON u.id = l.from_url_id AND u.host_id = l.host_id AND u.site_id = $2
+WHERE l.to_url_id = ANY($1::bigint[]) AND l.host_id = $3;
 
 -- name: window_summary
--- The stored window's size and deepest level (urls_site_window_idx: at most N entries).
+-- The stored window's size and deepest level (urls_site_window_idx: at most N entries;
+-- $2 the site's host).
 SELECT count(*)::int AS pages, max(depth) AS deepest
-FROM urls WHERE site_id = $1 AND in_window;
+FROM urls WHERE host_id = $2 AND site_id = $1 AND in_window;
 
 -- name: window_members
--- The stored window's pages and depths (urls_site_window_idx).
-SELECT id, depth FROM urls WHERE site_id = $1 AND in_window;
+-- The stored window's pages and depths (urls_site_window_idx; $2 the site's host).
+SELECT id, depth FROM urls WHERE host_id = $2 AND site_id = $1 AND in_window;
 
 -- name: site_root
-SELECT s.window_size, u.id AS root_id
-FROM sites AS s JOIN urls AS u ON u.url = s.root_url
+-- A site's root, and its host: a site's pages are all on its root's host.
+SELECT s.window_size, u.id AS root_id, u.host_id
+FROM sites AS s JOIN urls AS u
+    ON u.url = s.root_url AND u.host_id = crawler_url_host_id(s.root_url)
 WHERE s.id = $1;
 
 -- name: site_graph
--- The site's observed link graph (urls_site_idx, then links' primary key).
+-- The site's observed link graph (urls_site_idx, then links' primary key); $2 its host.
 SELECT l.from_url_id, l.to_url_id
-FROM urls AS u JOIN links AS l ON l.from_url_id = u.id
-WHERE u.site_id = $1
+FROM urls AS u JOIN links AS l ON l.from_url_id = u.id AND l.host_id = u.host_id
+WHERE u.site_id = $1 AND u.host_id = $2
 ORDER BY l.from_url_id, l.position;
 
 -- name: site_members
-SELECT id, state, depth, in_window FROM urls WHERE site_id = $1;
+SELECT id, state, depth, in_window FROM urls WHERE site_id = $1 AND host_id = $2;
 
 -- name: apply_window
 -- New depths and memberships; a page entering is due now, a page leaving is parked.
@@ -685,7 +723,7 @@ SET depth = t.depth,
         WHEN NOT t.inside AND u.in_window THEN 'infinity'
         ELSE u.next_fetch_at END
 FROM unnest($1::bigint[], $2::int[], $3::bool[]) AS t(id, depth, inside)
-WHERE u.id = t.id;
+WHERE u.id = t.id AND u.host_id = $5;
 
 -- name: sites_summary
 SELECT s.id, s.root_url, s.window_size, s.created_at, s.include_patterns, s.exclude_patterns,
@@ -701,7 +739,7 @@ SELECT u.url, u.depth, u.in_window, u.state, u.last_status, u.entered_window_at,
        u.left_window_at, u.last_fetched_at, u.fetch_count, u.change_count,
        u.discovered_initially, s.created_at AS site_created_at, now() AS observed_until
 FROM urls AS u JOIN sites AS s ON s.id = u.site_id
-WHERE s.root_url = $1
+WHERE s.root_url = $1 AND u.host_id = crawler_url_host_id($1)
 ORDER BY u.depth NULLS LAST, u.id;
 
 -- name: store_robots
@@ -794,8 +832,8 @@ SELECT origin, refused_reason FROM hosts WHERE refused_reason IS NOT NULL
 ORDER BY origin LIMIT $1;
 
 -- name: set_host_paused
--- `crawler pause|resume --host ORIGIN` (hosts' unique origin index).
-UPDATE hosts SET paused = $2 WHERE origin = $1 RETURNING id;
+-- `crawler pause|resume --host ORIGIN` (by its key: the origin's hash).
+UPDATE hosts SET paused = $2 WHERE id = crawler_host_id($1) AND origin = $1 RETURNING id;
 
 -- name: hosts_paused
 -- Paused hosts for `crawler status` (hosts_paused_idx, a partial index: few rows).
@@ -815,44 +853,48 @@ ORDER BY u.id;
 -- `crawler export observations`: fetches since $1 (observations_fetched_at_idx), oldest first.
 SELECT u.url, o.fetched_at, o.outcome, o.status, o.bytes, o.duration_seconds, o.changed,
        o.simhash_distance, o.error_kind
-FROM observations AS o JOIN urls AS u ON u.id = o.url_id
+FROM observations AS o JOIN urls AS u ON u.id = o.url_id AND u.host_id = o.host_id
 WHERE o.fetched_at >= COALESCE($1::timestamptz, '-infinity')
 ORDER BY o.fetched_at, o.url_id;
 
 -- name: list_urls
 -- `crawler urls [--host] [--state]`: one page in primary-key order. $1 origin or NULL, $2 state
--- or NULL, $3 offset, $4 page size (hosts' unique origin index, then urls_host_next_fetch_idx).
+-- or NULL, $3 offset, $4 page size (the origin's key, then urls_host_next_fetch_idx).
 SELECT u.url, h.origin, u.state, u.importance, u.next_fetch_at, u.last_fetched_at,
        u.last_status, u.fetch_count, u.change_count
 FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
-WHERE ($1::text IS NULL OR h.origin = $1) AND ($2::text IS NULL OR u.state = $2)
+WHERE ($1::text IS NULL OR (h.id = crawler_host_id($1) AND h.origin = $1))
+  AND ($2::text IS NULL OR u.state = $2)
 ORDER BY u.id
 OFFSET $3 LIMIT $4;
 
 -- name: set_importance
--- `crawler importance`: new weights for known URLs (the urls' unique url index); returns those
--- it found.
+-- `crawler importance`: new weights for known URLs (urls_host_id_url_key); returns those it
+-- found.
 UPDATE urls AS u SET importance = t.weight
 FROM unnest($1::text[], $2::float8[]) AS t(url, weight)
-WHERE u.url = t.url
+WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
 RETURNING u.url;
 
 -- name: remove_urls
 -- `crawler remove URL...`: the URLs and, by cascade, their observations and links.
-DELETE FROM urls WHERE url = ANY($1::text[]) RETURNING id;
+DELETE FROM urls AS u USING unnest($1::text[]) AS t(url)
+WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
+RETURNING u.id;
 
 -- name: host_url_count
-SELECT count(*) FROM urls AS u JOIN hosts AS h ON h.id = u.host_id WHERE h.origin = $1;
+SELECT count(*) FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
+WHERE h.id = crawler_host_id($1) AND h.origin = $1;
 
 -- name: remove_host
 -- `crawler remove --host`: the host, and by cascade its URLs and their history.
-DELETE FROM hosts WHERE origin = $1 RETURNING id;
+DELETE FROM hosts WHERE id = crawler_host_id($1) AND origin = $1 RETURNING id;
 
 -- name: last_stored_response
 -- The URL's newest stored response: what a revisit refers to, and the base of a change's diff.
 SELECT fetched_at, warc_file, warc_offset, record_id, payload_digest
 FROM stored_records
-WHERE url_id = $1 AND record_type = 'response'
+WHERE url_id = $1 AND host_id = $2 AND record_type = 'response'
 ORDER BY fetched_at DESC
 LIMIT 1;
 
@@ -867,19 +909,19 @@ LIMIT 1;
 collection_stored AS (
     INSERT INTO stored_records (url_id, fetched_at, record_type, status, warc_file,
                                 warc_offset, warc_length, record_id, payload_digest,
-                                payload_bytes, changed, refers_to)
+                                payload_bytes, changed, refers_to, host_id)
     SELECT url_id, fetched_at, record_type, status, warc_file, warc_offset, warc_length,
-           record_id, payload_digest, payload_bytes, changed, refers_to
+           record_id, payload_digest, payload_bytes, changed, refers_to, host_id
     FROM jsonb_populate_record(NULL::stored_records, $1::jsonb)
     WHERE $1::jsonb IS NOT NULL AND EXISTS (SELECT 1 FROM lease)
-    ON CONFLICT (url_id, fetched_at) DO NOTHING
+    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
 ),
 collection_event AS (
-    INSERT INTO change_events (url_id, fetched_at, kind, payload)
-    SELECT url_id, fetched_at, kind, payload
+    INSERT INTO change_events (url_id, fetched_at, kind, payload, host_id)
+    SELECT url_id, fetched_at, kind, payload, host_id
     FROM jsonb_populate_record(NULL::change_events, $2::jsonb)
     WHERE $2::jsonb IS NOT NULL AND EXISTS (SELECT 1 FROM lease)
-    ON CONFLICT (url_id, fetched_at) DO NOTHING
+    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
 )
 
 -- name: pending_events
@@ -909,8 +951,8 @@ WHERE delivered_at IS NULL;
 -- Every stored version of one URL, oldest first (crawler versions / get / diff).
 SELECT s.id, s.fetched_at, s.record_type, s.status, s.warc_file, s.warc_offset, s.warc_length,
        s.record_id, s.payload_digest, s.payload_bytes, s.changed, s.refers_to
-FROM stored_records s JOIN urls u ON u.id = s.url_id
-WHERE u.url = $1
+FROM stored_records s JOIN urls u ON u.id = s.url_id AND u.host_id = s.host_id
+WHERE u.url = $1 AND u.host_id = crawler_url_host_id($1)
 ORDER BY s.fetched_at;
 
 -- name: changes_page
@@ -957,10 +999,12 @@ SELECT 1 FROM hosts WHERE backoff_until > now();
 SELECT 1 FROM hosts WHERE backoff_until > now() AND consecutive_failures >= $1;
 
 -- name: set_url_region
--- A URL's own watched region (crawler watch, crawler seed --watch/--ignore); urls_url_key.
-UPDATE urls SET watch_css = $2, ignore_css = $3
-WHERE url = ANY($1::text[])
-RETURNING url;
+-- A URL's own watched region (crawler watch, crawler seed --watch/--ignore);
+-- urls_host_id_url_key.
+UPDATE urls AS u SET watch_css = $2, ignore_css = $3
+FROM unnest($1::text[]) AS t(url)
+WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
+RETURNING u.url;
 
 -- name: set_site_region
 -- The region of every page of a window without one of its own; sites_root_url_key.
@@ -969,11 +1013,12 @@ WHERE root_url = $1
 RETURNING id;
 
 -- name: url_region
--- A URL's own region and its window's, for crawler watch and crawler show; urls_url_key.
+-- A URL's own region and its window's, for crawler watch and crawler show;
+-- urls_host_id_url_key.
 SELECT u.watch_css, u.ignore_css, u.fingerprint_region, s.root_url AS site_root_url,
        s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
 FROM urls AS u LEFT JOIN sites AS s ON s.id = u.site_id
-WHERE u.url = $1;
+WHERE u.url = $1 AND u.host_id = crawler_url_host_id($1);
 
 -- name: set_site_patterns
 -- A windowed site's own URL patterns (crawler seed --window N --include P --exclude P).

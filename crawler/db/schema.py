@@ -16,6 +16,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     SmallInteger,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, DOUBLE_PRECISION, JSONB
@@ -36,9 +38,12 @@ URL_STATES = tuple(state.value for state in UrlState)
 hosts = Table(
     "hosts",
     metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    # The host's host_id (migration 0010_citus): crawler.core.hostid.host_id(origin), a hash
+    # of the origin, not a sequence, so that daemons, seeders and shards agree on it alone.
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
     # scheme://host[:port]: the politeness unit (one request in flight, a delay between two).
-    Column("origin", Text, nullable=False, unique=True),
+    # Unique through the key (a hash of it); a colliding origin is refused when seeded.
+    Column("origin", Text, nullable=False),
     # Earliest next_fetch_at of the host's URLs, kept up to date so that finding hosts with
     # due work is an index range scan instead of a scan of every URL.
     Column("next_due_at", DateTime(timezone=True), nullable=True),
@@ -111,9 +116,11 @@ sites = Table(
 urls = Table(
     "urls",
     metadata,
+    # Keys include host_id (0010_citus): urls can be distributed on it, with its host.
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("url", Text, nullable=False, unique=True),
-    Column("host_id", BigInteger, ForeignKey("hosts.id", ondelete="CASCADE"), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("host_id", BigInteger, ForeignKey("hosts.id", ondelete="CASCADE"), nullable=False,
+           primary_key=True),
     Column("state", Text, nullable=False, server_default=text("'new'")),
     Column("importance", Float, nullable=False, server_default=text("1.0")),
     Column("next_fetch_at", DateTime(timezone=True), nullable=False),
@@ -183,19 +190,21 @@ urls = Table(
     CheckConstraint(
         "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"
     ),
+    UniqueConstraint("host_id", "url", name="urls_host_id_url_key"),
     Index("urls_host_next_fetch_idx", "host_id", "next_fetch_at"),
     Index("urls_next_fetch_idx", "next_fetch_at"),
     Index("urls_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),
     Index("urls_site_idx", "site_id", postgresql_where=text("site_id IS NOT NULL")),
     # A site's stored window, for the incremental update (crawler.db.windows).
-    Index("urls_site_window_idx", "site_id", "depth", postgresql_where=text("in_window")),
+    Index("urls_site_window_idx", "host_id", "site_id", "depth",
+          postgresql_where=text("in_window")),
 )
 
 observations = Table(
     "observations",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"), nullable=False),
+    Column("url_id", BigInteger, nullable=False),
     Column("fetched_at", DateTime(timezone=True), primary_key=True),  # partition key
     # ok, not_modified, gone, http_error, network_error, timeout, too_large, ...
     Column("outcome", Text, nullable=False),
@@ -210,22 +219,31 @@ observations = Table(
     Column("last_modified", DateTime(timezone=True), nullable=True),
     Column("error_kind", Text, nullable=True),
     Column("truncated", Boolean, nullable=False, server_default=text("false")),
+    # 0010_citus: the URL's host_id, in every key (the rows live with their host).
+    Column("host_id", BigInteger, nullable=False, primary_key=True),
+    ForeignKeyConstraint(["url_id", "host_id"], ["urls.id", "urls.host_id"],
+                         ondelete="CASCADE", name="observations_url_id_host_id_fkey"),
     # Unique: a retried commit after a lost acknowledgement cannot record a fetch twice.
-    Index("observations_url_fetched_idx", "url_id", "fetched_at", unique=True),
+    Index("observations_url_fetched_idx", "url_id", "fetched_at", "host_id", unique=True),
     Index("observations_fetched_at_idx", "fetched_at"),
     # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
     postgresql_partition_by="RANGE (fetched_at)",
 )
 
-# The link graph of windowed sites as last observed: a page's out-links are replaced each
-# time it is fetched, and BFS depths are recomputed from them.
+# The link graph of windowed sites as last observed: a fetch writes the links its page added,
+# moved or lost, and the window's depths move from those (crawler.core.window_incremental).
 links = Table(
     "links",
     metadata,
-    Column("from_url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"),
-           primary_key=True),
-    Column("to_url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"), primary_key=True),
+    Column("from_url_id", BigInteger, primary_key=True),
+    Column("to_url_id", BigInteger, primary_key=True),
     Column("position", Integer, nullable=False),
+    # 0010_citus: the host of both ends (a window follows links within its page's host).
+    Column("host_id", BigInteger, nullable=False, primary_key=True),
+    ForeignKeyConstraint(["from_url_id", "host_id"], ["urls.id", "urls.host_id"],
+                         ondelete="CASCADE", name="links_from_url_id_host_id_fkey"),
+    ForeignKeyConstraint(["to_url_id", "host_id"], ["urls.id", "urls.host_id"],
+                         ondelete="CASCADE", name="links_to_url_id_host_id_fkey"),
     Index("links_to_idx", "to_url_id"),
 )
 
@@ -248,7 +266,7 @@ stored_records = Table(
     "stored_records",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"), nullable=False),
+    Column("url_id", BigInteger, nullable=False),
     Column("fetched_at", DateTime(timezone=True), primary_key=True),  # partition key
     Column("record_type", Text, nullable=False),
     Column("status", SmallInteger, nullable=True),
@@ -261,11 +279,15 @@ stored_records = Table(
     Column("payload_bytes", Integer, nullable=False),
     Column("changed", Boolean, nullable=True),  # the observation's verdict (simhash)
     Column("refers_to", Text, nullable=True),  # a revisit's original: its WARC-Record-ID
+    # 0010_citus: the URL's host_id, in every key (the rows live with their host).
+    Column("host_id", BigInteger, nullable=False, primary_key=True),
+    ForeignKeyConstraint(["url_id", "host_id"], ["urls.id", "urls.host_id"],
+                         ondelete="CASCADE", name="stored_records_url_id_host_id_fkey"),
     CheckConstraint(
         "record_type IN (" + ", ".join(f"'{t}'" for t in RECORD_TYPES) + ")",
         name="stored_records_type_check",
     ),
-    Index("stored_records_url_fetched_idx", "url_id", "fetched_at", unique=True),
+    Index("stored_records_url_fetched_idx", "url_id", "fetched_at", "host_id", unique=True),
     Index(
         "stored_records_url_response_idx", "url_id", "fetched_at",
         postgresql_where=text("record_type = 'response'"),
@@ -283,7 +305,7 @@ change_events = Table(
     "change_events",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("url_id", BigInteger, ForeignKey("urls.id", ondelete="CASCADE"), nullable=False),
+    Column("url_id", BigInteger, nullable=False),
     Column("fetched_at", DateTime(timezone=True), primary_key=True),  # partition key
     Column("kind", Text, nullable=False),
     Column("payload", JSONB, nullable=False),  # the event JSON without its id
@@ -292,11 +314,15 @@ change_events = Table(
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     Column("next_attempt_at", DateTime(timezone=True), nullable=True),
     Column("last_error", Text, nullable=True),
+    # 0010_citus: the URL's host_id, in every key (the rows live with their host).
+    Column("host_id", BigInteger, nullable=False, primary_key=True),
+    ForeignKeyConstraint(["url_id", "host_id"], ["urls.id", "urls.host_id"],
+                         ondelete="CASCADE", name="change_events_url_id_host_id_fkey"),
     CheckConstraint(
         "kind IN (" + ", ".join(f"'{k}'" for k in EVENT_KINDS) + ")",
         name="change_events_kind_check",
     ),
-    Index("change_events_url_fetched_idx", "url_id", "fetched_at", unique=True),
+    Index("change_events_url_fetched_idx", "url_id", "fetched_at", "host_id", unique=True),
     Index("change_events_fetched_idx", "fetched_at", "id"),
     Index("change_events_pending_idx", "id", postgresql_where=text("delivered_at IS NULL")),
     # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).

@@ -97,13 +97,13 @@ async def replace_out_links(
     """
     unique = await site_link_filter(conn, site_id, list(dict.fromkeys(targets)))
     ids = await discover(conn, site_id, host_id, unique, first_fetch) if unique else []
-    old = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], url_id)]
+    old = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], url_id, host_id)]
     if old != ids:
         gone = set(old) - set(ids)
         if gone:
-            await conn.execute(QUERIES["delete_out_links_to"], url_id, list(gone))
+            await conn.execute(QUERIES["delete_out_links_to"], url_id, list(gone), host_id)
         if ids:
-            await conn.execute(QUERIES["upsert_out_links"], url_id, ids)
+            await conn.execute(QUERIES["upsert_out_links"], url_id, ids, host_id)
     return old, ids
 
 
@@ -123,8 +123,8 @@ async def store_out_links(
     return old != new
 
 
-async def _write_changes(conn: asyncpg.Connection, changes: Sequence[Membership], now: float
-                         ) -> None:
+async def _write_changes(conn: asyncpg.Connection, changes: Sequence[Membership], now: float,
+                         host_id: int) -> None:
     if changes:
         await conn.execute(
             QUERIES["apply_window"],
@@ -132,6 +132,7 @@ async def _write_changes(conn: asyncpg.Connection, changes: Sequence[Membership]
             [c.depth for c in changes],
             [c.in_window for c in changes],
             frontier.to_datetime(now),
+            host_id,
         )
 
 
@@ -145,9 +146,9 @@ async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -
     if root is None:
         return 0
     graph: dict[int, list[int]] = defaultdict(list)
-    for row in await conn.fetch(QUERIES["site_graph"], site_id):
+    for row in await conn.fetch(QUERIES["site_graph"], site_id, root["host_id"]):
         graph[row["from_url_id"]].append(row["to_url_id"])
-    members = await conn.fetch(QUERIES["site_members"], site_id)
+    members = await conn.fetch(QUERIES["site_members"], site_id, root["host_id"])
     ours = {r["id"] for r in members}
     gone = {r["id"] for r in members if r["state"] == "gone"}
     foreign = {t for targets in graph.values() for t in targets if t not in ours}
@@ -155,7 +156,7 @@ async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -
     changes = window_changes(
         {r["id"]: (r["depth"], r["in_window"]) for r in members}, window, depths
     )
-    await _write_changes(conn, changes, now)
+    await _write_changes(conn, changes, now, root["host_id"])
     return len(changes)
 
 
@@ -163,7 +164,7 @@ def _row(r: asyncpg.Record) -> Row | None:
     return None if r["in_window"] is None else Row(r["depth"], r["in_window"], r["gone"])
 
 
-async def _answer(conn: asyncpg.Connection, site_id: int, need: Need) -> Facts:
+async def _answer(conn: asyncpg.Connection, site_id: int, host_id: int, need: Need) -> Facts:
     """Answer a ``Need`` of the incremental update from indexed lookups only.
 
     Links come with the rows at their other end (a page of another site has none), which
@@ -171,26 +172,30 @@ async def _answer(conn: asyncpg.Connection, site_id: int, need: Need) -> Facts:
     """
     facts = Facts()
     if need.rows:
-        for r in await conn.fetch(QUERIES["window_rows"], list(need.rows), site_id):
+        for r in await conn.fetch(QUERIES["window_rows"], list(need.rows), site_id,
+                                  host_id):
             facts.rows[r["id"]] = Row(r["depth"], r["in_window"], r["gone"])
     if need.out_links:
         out: dict[int, list[int]] = defaultdict(list)
-        for r in await conn.fetch(QUERIES["window_out_links"], list(need.out_links), site_id):
+        for r in await conn.fetch(QUERIES["window_out_links"], list(need.out_links),
+                                  site_id, host_id):
             out[r["from_url_id"]].append(r["to_url_id"])
             facts.rows.setdefault(r["to_url_id"], _row(r))
         facts.out_links.update(out)
     if need.in_links:
         into: dict[int, list[int]] = defaultdict(list)
-        for r in await conn.fetch(QUERIES["window_in_links"], list(need.in_links), site_id):
+        for r in await conn.fetch(QUERIES["window_in_links"], list(need.in_links),
+                                  site_id, host_id):
             into[r["to_url_id"]].append(r["from_url_id"])
             facts.rows.setdefault(r["from_url_id"], _row(r))
         facts.in_links.update(into)
     if need.summary:
-        r = await conn.fetchrow(QUERIES["window_summary"], site_id)
+        r = await conn.fetchrow(QUERIES["window_summary"], site_id, host_id)
         facts.window_count, facts.window_depth = r["pages"], r["deepest"]
     if need.members:
         facts.members = {r["id"]: r["depth"]
-                         for r in await conn.fetch(QUERIES["window_members"], site_id)}
+                         for r in await conn.fetch(QUERIES["window_members"], site_id,
+                                                    host_id)}
     return facts
 
 
@@ -219,10 +224,10 @@ async def update_window(
     try:
         need = next(update)
         while True:
-            need = update.send(await _answer(conn, site_id, need))
+            need = update.send(await _answer(conn, site_id, root["host_id"], need))
     except StopIteration as stop:
         changes: list[Membership] = stop.value
-    await _write_changes(conn, changes, now)
+    await _write_changes(conn, changes, now, root["host_id"])
     return len(changes)
 
 
@@ -242,7 +247,8 @@ async def apply_window_update(conn: asyncpg.Connection, t: Transition) -> None:
             first_fetch=window.first_fetch,
         )
     elif was_gone != now_gone:
-        old = new = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], t.url_id)]
+        old = new = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], t.url_id,
+                                                               t.record.host_id)]
     else:
         return
     if old != new or was_gone != now_gone:

@@ -81,6 +81,7 @@ class CollectionWrite:
     event_kind: str | None
     event: dict[str, Any] | None
     unconditional: bool = False  # a 304 with no original: drop the validators with the fetch
+    host_id: int = 0  # the URL's host: in every key of the collection's rows (0010_citus)
 
     def adjusted(self, t: Transition) -> Transition:
         """The transition to write: ``t``, without validators when the next fetch must be
@@ -97,14 +98,16 @@ class CollectionWrite:
         s = self.stored
         at = _at(self.fetched_at).isoformat()
         stored = None if s is None else {
-            "url_id": self.url_id, "fetched_at": at, "record_type": s.record_type,
+            "url_id": self.url_id, "host_id": self.host_id, "fetched_at": at,
+            "record_type": s.record_type,
             "status": self.status, "warc_file": s.file, "warc_offset": s.offset,
             "warc_length": s.length, "record_id": s.record_id,
             "payload_digest": s.payload_digest, "payload_bytes": s.payload_bytes,
             "changed": self.changed, "refers_to": self.refers_to,
         }
         event = None if self.event_kind is None else {
-            "url_id": self.url_id, "fetched_at": at, "kind": self.event_kind,
+            "url_id": self.url_id, "host_id": self.host_id, "fetched_at": at,
+            "kind": self.event_kind,
             "payload": self.event,
         }
         return [None if row is None else json.dumps(row) for row in (stored, event)]
@@ -161,9 +164,9 @@ def combined_record_fetch() -> str | None:
 
 
 async def last_response(
-    conn: asyncpg.Connection | asyncpg.Pool, url_id: int
+    conn: asyncpg.Connection | asyncpg.Pool, url_id: int, host_id: int
 ) -> LastResponse | None:
-    row = await conn.fetchrow(QUERIES["last_stored_response"], url_id)
+    row = await conn.fetchrow(QUERIES["last_stored_response"], url_id, host_id)
     if row is None:
         return None
     return LastResponse(row["fetched_at"].timestamp(), row["warc_file"], row["warc_offset"],
@@ -201,7 +204,7 @@ class Collection:
         if cached is not None and cached[0] == record.last_content_hash:
             self._last.move_to_end(record.url_id)
             return cached[1]
-        found = await last_response(self.pool, record.url_id)
+        found = await last_response(self.pool, record.url_id, record.host_id)
         if found is not None:
             self._remember(record.url_id, record.last_content_hash, found)
         return found
@@ -264,7 +267,7 @@ class Collection:
             return None
         return CollectionWrite(record.url_id, obs.fetched_at, obs.status, obs.changed, stored,
                                refers_to, None if change is None else str(change.kind), event,
-                               unconditional)
+                               unconditional, record.host_id)
 
     def _capture(self, record: UrlRecord, result: FetchResult) -> Capture:
         from crawler.net.fetch import conditional_headers

@@ -53,9 +53,10 @@ async def test_show_json_has_the_documented_shape(db_url: str) -> None:
     url_id = await conn.fetchval("SELECT id FROM urls")
     await conn.execute(
         "INSERT INTO observations (url_id, fetched_at, outcome, status, bytes, "
-        "duration_seconds, simhash, simhash_distance, changed) "
-        "VALUES ($1, now() - interval '1 minute', 'ok', 200, 10, 0.1, -5, NULL, NULL), "
-        "       ($1, now(), 'ok', 200, 12, 0.1, 77, 9, true)", url_id)
+        "duration_seconds, simhash, simhash_distance, changed, host_id) "
+        "SELECT $1, t, 'ok', 200, b, 0.1, s, d, c, (SELECT host_id FROM urls WHERE id = $1) "
+        "FROM (VALUES (now() - interval '1 minute', 10, -5, NULL::smallint, NULL::bool), "
+        "             (now(), 12, 77, 9, true)) AS v(t, b, s, d, c)", url_id)
     await conn.close()
     shown = json.loads(crawler(db_url, "show", "http://EXAMPLE.com/page", "--json").stdout)
     assert shown["url"] == "http://example.com/page"

@@ -28,8 +28,10 @@ async def _fill(db_url: str) -> None:
     conn = await asyncpg.connect(db_url)
     try:
         await conn.execute(
-            "INSERT INTO hosts (origin, next_due_at, next_request_at) "
-            "SELECT 'http://h' || i || '.example', now(), now() FROM generate_series(0, 99) i")
+            "INSERT INTO hosts (id, origin, next_due_at, next_request_at) "
+            "SELECT crawler_host_id(o), o, now(), now() "
+            "FROM generate_series(0, 99) i, LATERAL (SELECT 'http://h' || i || '.example') "
+            "AS t(o)")
         await conn.execute(
             "INSERT INTO urls (url, host_id, next_fetch_at, created_at) "
             "SELECT 'http://h' || (i % 100) || '.example/page/' || i || '?with,comma', "
@@ -38,7 +40,7 @@ async def _fill(db_url: str) -> None:
             "END FROM generate_series(0, $1 - 1) i", URLS)
         await conn.execute(
             "INSERT INTO observations (url_id, fetched_at, outcome, status, bytes, "
-            "duration_seconds) SELECT id, now(), 'ok', 200, 100, 0.01 FROM urls "
+            "duration_seconds, host_id) SELECT id, now(), 'ok', 200, 100, 0.01, host_id FROM urls "
             "ORDER BY id LIMIT 1000")
     finally:
         await conn.close()

@@ -12,7 +12,7 @@ from crawler.db.queries import QUERIES
 
 NOW = dt.datetime.now(dt.UTC)
 EXPLAINED = {
-    "last_stored_response": [1],
+    "last_stored_response": [1, 7],
     "pending_events": [100],
     "url_versions": ["http://127.0.0.1:1/a"],
     "changes_page": [NOW, 0, 100],
@@ -42,13 +42,14 @@ async def test_the_collection_rows_alone_write_once(db_url: str) -> None:
     conn = await asyncpg.connect(db_url)
     try:
         await frontier.seed(conn, [("http://127.0.0.1:1/a", 1.0)], NOW.timestamp())
-        url_id = await conn.fetchval("SELECT id FROM urls")
+        url_id, host_id = await conn.fetchrow("SELECT id, host_id FROM urls")
         at = NOW.isoformat()
-        stored = {"url_id": url_id, "fetched_at": at, "record_type": "response", "status": 200,
+        stored = {"url_id": url_id, "host_id": host_id, "fetched_at": at,
+                  "record_type": "response", "status": 200,
                   "warc_file": "f.warc.gz", "warc_offset": 0, "warc_length": 10,
                   "record_id": "<urn:uuid:1>", "payload_digest": "sha1:X", "payload_bytes": 10,
                   "changed": True, "refers_to": None}
-        event = {"url_id": url_id, "fetched_at": at, "kind": "changed",
+        event = {"url_id": url_id, "host_id": host_id, "fetched_at": at, "kind": "changed",
                  "payload": {"url": "http://127.0.0.1:1/a"}}
         params = [json.dumps(stored), json.dumps(event)]
         for _ in range(2):

@@ -1,6 +1,8 @@
 """Migrating a database that holds data: 0001 to the latest revision keeps every URL, its
 schedule, every observation and the collection's rows (issue 13, "Migration"); 0008 turns the
-per-fetch tables into monthly partitions, and its downgrade turns them back."""
+per-fetch tables into monthly partitions, and its downgrade turns them back; 0010 re-keys hosts
+by the hash of their origin and gives every host-owned row its host_id, and its downgrade gives
+hosts sequence keys again."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import asyncpg
 import pytest
 from alembic import command
 
+from crawler.core.hostid import host_id, url_host_id
 from crawler.db.migrate import alembic_config, upgrade
 
 pytestmark = pytest.mark.timeout(90)
@@ -26,15 +29,36 @@ def utc(*parts: int) -> dt.datetime:
 FETCHES = [utc(1999, 5, 3), utc(2024, 1, 31, 23, 59), utc(2024, 2, 1), utc(2024, 2, 29, 12)]
 
 
-async def snapshot(conn: asyncpg.Connection, table: str) -> list[dict[str, Any]]:
-    return [dict(r) for r in await conn.fetch(f"SELECT * FROM {table} ORDER BY id")]
+async def snapshot(
+    conn: asyncpg.Connection, table: str, order: str = "id"
+) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(f"SELECT * FROM {table} ORDER BY {order}")]
 
 
-def same_columns(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> bool:
-    """Rows equal on the columns they had before (later revisions may add columns)."""
+def same_columns(
+    before: list[dict[str, Any]], after: list[dict[str, Any]], *, rekeyed: str = ""
+) -> bool:
+    """Rows equal on the columns they had before (later revisions may add columns), but for
+    ``rekeyed``, the host key 0010_citus changes (checked apart)."""
     return len(before) == len(after) and all(
-        {k: a[k] for k in b} == b for b, a in zip(before, after, strict=True)
+        {k: a[k] for k in b if k != rekeyed} == {k: v for k, v in b.items() if k != rekeyed}
+        for b, a in zip(before, after, strict=True)
     )
+
+
+async def hosts_keyed_by_origin(conn: asyncpg.Connection) -> None:
+    """Every host's key is its origin's hash (0010_citus), and every host-owned row carries
+    its URL's host."""
+    for h in await conn.fetch("SELECT id, origin FROM hosts"):
+        assert h["id"] == host_id(h["origin"]), dict(h)
+    for u in await conn.fetch("SELECT url, host_id FROM urls"):
+        assert u["host_id"] == url_host_id(u["url"]), dict(u)
+    for table in (*PER_FETCH, "links"):
+        column = "from_url_id" if table == "links" else "url_id"
+        assert await conn.fetchval(
+            f"SELECT count(*) FROM {table} AS t JOIN urls AS u "
+            f"ON u.id = t.{column} AND u.host_id = t.host_id"
+        ) == await conn.fetchval(f"SELECT count(*) FROM {table}"), table
 
 
 async def fill_at_0001(conn: asyncpg.Connection) -> None:
@@ -51,6 +75,12 @@ async def fill_at_0001(conn: asyncpg.Connection) -> None:
         "'2024-03-01Z'::timestamptz + i * interval '1 hour', '2024-02-29Z', 4, i, "
         "ARRAY[1.5, i]::float8[], 2.5 * i, 0.1 * i "
         "FROM unnest(ARRAY['a', 'b']) AS h, generate_series(1, 3) AS i"
+    )
+    # A page's links, within its host (a window follows no other).
+    await conn.execute(
+        "INSERT INTO links (from_url_id, to_url_id, position) "
+        "SELECT f.id, t.id, row_number() OVER () FROM urls f, urls t "
+        "WHERE f.host_id = t.host_id AND f.id <> t.id"
     )
     await conn.execute(
         "INSERT INTO observations (url_id, fetched_at, outcome, status, bytes, "
@@ -83,7 +113,8 @@ async def test_0001_to_latest_keeps_every_url_schedule_and_observation(
     try:
         await fill_at_0001(conn)
         urls_0001 = await snapshot(conn, "urls")
-        hosts_0001 = await snapshot(conn, "hosts")
+        hosts_0001 = await snapshot(conn, "hosts", "origin")
+        links_0001 = await snapshot(conn, "links", "from_url_id, to_url_id")
     finally:
         await conn.close()
 
@@ -99,8 +130,12 @@ async def test_0001_to_latest_keeps_every_url_schedule_and_observation(
     await upgrade(empty_db_url)  # the latest revision
     conn = await asyncpg.connect(empty_db_url)
     try:
-        assert same_columns(urls_0001, await snapshot(conn, "urls"))  # schedules included
-        assert same_columns(hosts_0001, await snapshot(conn, "hosts"))
+        # Schedules included; host keys are now the origins' hashes.
+        assert same_columns(urls_0001, await snapshot(conn, "urls"), rekeyed="host_id")
+        assert same_columns(hosts_0001, await snapshot(conn, "hosts", "origin"), rekeyed="id")
+        assert same_columns(links_0001, await snapshot(conn, "links", "from_url_id, to_url_id"))
+        assert len(links_0001) == 12
+        await hosts_keyed_by_origin(conn)
         for table in PER_FETCH:
             assert same_columns(before[table], await snapshot(conn, table)), table
             assert await conn.fetchval(
@@ -116,8 +151,9 @@ async def test_0001_to_latest_keeps_every_url_schedule_and_observation(
         # New rows continue the same id sequence, and the foreign keys still cascade.
         url_id = urls_0001[0]["id"]
         new_id = await conn.fetchval(
-            "INSERT INTO observations (url_id, fetched_at, outcome, duration_seconds) "
-            "VALUES ($1, now(), 'ok', 0.1) RETURNING id", url_id,
+            "INSERT INTO observations (url_id, fetched_at, outcome, duration_seconds, host_id) "
+            "VALUES ($1, now(), 'ok', 0.1, $2) RETURNING id", url_id,
+            url_host_id(urls_0001[0]["url"]),
         )
         assert new_id > max(o["id"] for o in before["observations"])
         await conn.execute("DELETE FROM urls WHERE id = $1", url_id)
@@ -132,8 +168,15 @@ async def test_0001_to_latest_keeps_every_url_schedule_and_observation(
     await asyncio.to_thread(command.downgrade, alembic_config(empty_db_url), "0007_watch")
     conn = await asyncpg.connect(empty_db_url)
     try:
+        # Sequence keys again, every URL still under its own origin's host.
+        assert same_columns(hosts_0001, await snapshot(conn, "hosts", "origin"), rekeyed="id")
+        assert await conn.fetchval(
+            "SELECT count(*) FROM urls AS u JOIN hosts AS h ON h.id = u.host_id "
+            "WHERE u.url LIKE h.origin || '/%'"
+        ) == len(urls_0001) - 1
+        assert await conn.fetchval("SELECT min(id) FROM hosts") == 1
         for table in PER_FETCH:
-            assert await snapshot(conn, table) == after_delete[table], table
+            assert same_columns(await snapshot(conn, table), after_delete[table]), table
             assert await conn.fetchval(
                 "SELECT relkind::text FROM pg_class WHERE relname = $1", table
             ) == "r"

@@ -74,13 +74,14 @@ async def add_collection_rows(pool: asyncpg.Pool) -> None:
         fetched_at = month.start + dt.timedelta(days=3)
         await pool.execute(
             "INSERT INTO stored_records (url_id, fetched_at, record_type, status, warc_file, "
-            "warc_offset, warc_length, record_id, payload_digest, payload_bytes) "
-            "SELECT id, $1, 'response', 200, 'a.warc.gz', 0, 10, 'r' || id, 'sha1:X', 10 "
-            "FROM urls", fetched_at,
+            "warc_offset, warc_length, record_id, payload_digest, payload_bytes, host_id) "
+            "SELECT id, $1, 'response', 200, 'a.warc.gz', 0, 10, 'r' || id, 'sha1:X', 10, "
+            "host_id FROM urls", fetched_at,
         )
         await pool.execute(
-            "INSERT INTO change_events (url_id, fetched_at, kind, payload, delivered_at) "
-            "SELECT id, $1, 'changed', '{}', CASE WHEN $2 THEN NULL ELSE now() END FROM urls",
+            "INSERT INTO change_events (url_id, fetched_at, kind, payload, delivered_at, "
+            "host_id) SELECT id, $1, 'changed', '{}', CASE WHEN $2 THEN NULL ELSE now() END, "
+            "host_id FROM urls",
             fetched_at, month == Month(2024, 2),
         )
 
@@ -208,9 +209,9 @@ async def test_a_fetch_dated_outside_every_partition_lands_in_default_then_its_m
         row = await pool.fetchrow("SELECT * FROM observations")
         assert row is not None
         status = await pool.execute(
-            "INSERT INTO observations (url_id, fetched_at, outcome, duration_seconds) "
-            "VALUES ($1, $2, 'ok', 0) ON CONFLICT (url_id, fetched_at) DO NOTHING",
-            row["url_id"], row["fetched_at"],
+            "INSERT INTO observations (url_id, fetched_at, outcome, duration_seconds, host_id) "
+            "VALUES ($1, $2, 'ok', 0, $3) ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING",
+            row["url_id"], row["fetched_at"], row["host_id"],
         )
         assert status == "INSERT 0 0"
     finally:
@@ -233,8 +234,8 @@ async def test_the_daemon_keeps_partitions_from_start_up(db_url: str) -> None:
         for table in partitions.PARTITIONED_TABLES:
             await pool.execute(f"DROP TABLE {ahead.partition(table)}")
         await pool.execute(
-            "INSERT INTO observations (url_id, fetched_at, outcome, duration_seconds) "
-            "SELECT id, '2020-02-10Z', 'ok', 0.1 FROM urls"
+            "INSERT INTO observations (url_id, fetched_at, outcome, duration_seconds, host_id) "
+            "SELECT id, '2020-02-10Z', 'ok', 0.1, host_id FROM urls"
         )
         proc = await start_daemon(daemon_env(db_url, observation_retention_days="30",
                                              poll_interval="0.2", schedule="uniform"))

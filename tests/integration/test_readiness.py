@@ -62,9 +62,9 @@ async def build_busy_frontier(conn: asyncpg.Connection) -> None:
     ready (overdue by one hour, so behind the others in due order)."""
     await conn.execute(
         """
-        INSERT INTO hosts (origin, next_due_at, next_request_at, lease_owner,
+        INSERT INTO hosts (id, origin, next_due_at, next_request_at, lease_owner,
                            lease_expires_at, lease_epoch, backoff_until, consecutive_failures)
-        SELECT 'http://h' || i || '.example',
+        SELECT crawler_host_id('http://h' || i || '.example'), 'http://h' || i || '.example',
                CASE WHEN i % 10 = 9 THEN now() - interval '1 hour'
                     ELSE now() - interval '2 days' END,
                CASE WHEN i % 10 BETWEEN 6 AND 8 THEN now() + interval '1 hour'

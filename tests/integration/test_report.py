@@ -33,12 +33,25 @@ OBSERVATION_COLUMNS = ("url_id", "fetched_at", "outcome", "status", "duration_se
                        "changed", "last_modified")
 
 
+async def copy_observations(conn: asyncpg.Connection, rows: list[tuple[object, ...]]) -> None:
+    """COPY observation rows (OBSERVATION_COLUMNS), each given its URL's host_id."""
+    columns = ", ".join(OBSERVATION_COLUMNS)
+    await conn.execute(f"CREATE TEMPORARY TABLE observations_in AS SELECT {columns} "
+                       "FROM observations WITH NO DATA")
+    await conn.copy_records_to_table("observations_in", records=rows, columns=OBSERVATION_COLUMNS)
+    await conn.execute(f"INSERT INTO observations ({columns}, host_id) "
+                       f"SELECT o.*, u.host_id FROM observations_in AS o "
+                       "JOIN urls AS u ON u.id = o.url_id")
+    await conn.execute("DROP TABLE observations_in")
+
+
 async def insert_url(
     conn: asyncpg.Connection, url: str, origin: str, *, change_rate: float | None = None,
     fetch_rate: float | None = None,
 ) -> int:
     host_id = await conn.fetchval(
-        "INSERT INTO hosts (origin) VALUES ($1) ON CONFLICT (origin) DO UPDATE "
+        "INSERT INTO hosts (id, origin) VALUES (crawler_host_id($1), $1) "
+        "ON CONFLICT (id) DO UPDATE "
         "SET origin = EXCLUDED.origin RETURNING id", origin,
     )
     url_id: int = await conn.fetchval(
@@ -83,7 +96,7 @@ async def fill_synthetic(url: str, pages: int, seed: int = 7) -> None:
                 change_rate=1.0 / mean_lifetime, fetch_rate=float(rng.uniform(0.05, 1.0)),
             )
             rows += page_rows(url_id, float(rng.uniform(100.0, 700.0)), mean_lifetime, rng)
-        await conn.copy_records_to_table("observations", records=rows, columns=OBSERVATION_COLUMNS)
+        await copy_observations(conn, rows)
     finally:
         await conn.close()
 
@@ -161,7 +174,7 @@ async def test_observation_spans_from_db_follow_successful_fetches(db_url: str) 
             # Failed fetches saw nothing: they neither extend the span nor count.
             (url_id, EPOCH + 5 * day, "network_error", None, 0.01, None, None),
         ]
-        await conn.copy_records_to_table("observations", records=rows, columns=OBSERVATION_COLUMNS)
+        await copy_observations(conn, rows)
     finally:
         await conn.close()
     observations = await asyncio.to_thread(load_observation_spans_from_db, db_url)

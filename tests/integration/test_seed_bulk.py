@@ -47,7 +47,7 @@ async def test_bulk_seed_commits_in_batches_and_is_idempotent(db_url: str) -> No
         assert (again.inserted, again.already_known) == (0, 120_000)
         assert await pool.fetchval(
             "SELECT count(*) FROM hosts WHERE next_due_at = 'infinity'"
-        ) == 6_000
+        ) == await pool.fetchval("SELECT count(*) FROM hosts WHERE id % 2 = 0") > 5_000
         # A known host that gains a URL becomes due.
         host = await pool.fetchrow("SELECT id, origin FROM hosts WHERE id % 2 = 0 LIMIT 1")
         more = [(f"{host['origin']}/new/{i}", 1.0) for i in range(200)]

@@ -39,8 +39,9 @@ async def fill_outbox(pool: asyncpg.Pool) -> None:
     for n in range(EVENTS_PER_URL):
         for url in urls:
             await pool.execute(
-                "INSERT INTO change_events (url_id, fetched_at, kind, payload) "
-                "VALUES ($1, now() + $2 * interval '1 second', 'changed', $3::jsonb)",
+                "INSERT INTO change_events (url_id, fetched_at, kind, payload, host_id) "
+                "VALUES ($1, now() + $2 * interval '1 second', 'changed', $3::jsonb, "
+                "(SELECT host_id FROM urls WHERE id = $1))",
                 ids[url], float(n), json.dumps({"url": url, "n": n}),
             )
 

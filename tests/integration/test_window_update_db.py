@@ -124,14 +124,14 @@ async def test_discovering_known_urls_rewrites_no_row(db_url: str) -> None:
 
 
 EXPLAINED: dict[str, tuple[list[object], str | None]] = {
-    "window_rows": ([[1, 2, 3], 1], "urls_pkey"),
-    "window_out_links": ([[1, 2, 3], 1], "links_pkey"),
-    "window_in_links": ([[1, 2, 3], 1], "links_to_idx"),
-    "window_summary": ([1], "urls_site_window_idx"),
-    "window_members": ([1], "urls_site_window_idx"),
-    "delete_out_links_to": ([1, [2, 3]], "links_pkey"),
-    "upsert_out_links": ([1, [2, 3]], None),
-    "discover_urls": ([[f"{ORIGIN}/p1"], [1], 1, False], "urls_url_key"),
+    "window_rows": ([[1, 2, 3], 1, 1], "urls_pkey"),
+    "window_out_links": ([[1, 2, 3], 1, 1], "links_pkey"),
+    "window_in_links": ([[1, 2, 3], 1, 1], "links_to_idx"),
+    "window_summary": ([1, 1], "urls_site_window_idx"),
+    "window_members": ([1, 1], "urls_site_window_idx"),
+    "delete_out_links_to": ([1, [2, 3], 1], "links_pkey"),
+    "upsert_out_links": ([1, [2, 3], 1], None),
+    "discover_urls": ([[f"{ORIGIN}/p1"], [1], 1, False], "urls_host_id_url_key"),
 }
 
 
