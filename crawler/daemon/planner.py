@@ -44,7 +44,6 @@ from crawler.core.estimate import DEFAULT_PRIOR, ChangeHistory, GammaPrior, fit_
 from crawler.core.model import OK, SECONDS_PER_DAY, Observation, Schedule, UrlRecord
 from crawler.core.plan import fetch_rates
 from crawler.core.schedule import SchedulePolicy, next_fetch
-from crawler.db import frontier
 from crawler.db.connect import create_pool
 from crawler.db.errors import DB_ERRORS
 from crawler.db.frontier import record_from_row, to_datetime
@@ -62,6 +61,10 @@ RESCHEDULE_CHUNK = 2_000
 # After each chunk or sample statement the planner rests half as long as it took: it takes at
 # most two thirds of a core, and the database serves the fetch loop in between.
 WALK_REST_PER_WORK = 0.5
+# Hosts skipped by a due-time refresh (a fetcher held them locked) are retried this often, for
+# at most this long after the walk.
+HOST_REFRESH_RETRY_SECONDS = 0.2
+HOST_REFRESH_PATIENCE_SECONDS = 10.0
 # Live URLs read from each stratum of the key space.
 URLS_PER_STRATUM = 50
 STRATA_PER_STATEMENT = 200
@@ -172,7 +175,7 @@ async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -
                         row["intervals_observed"],
                     )
                 )
-        await asyncio.sleep(WALK_REST_PER_WORK * (time.monotonic() - statement_started))
+        await _rest(statement_started)
     population = estimated_population(strata, rows_read, last_ids, URLS_PER_STRATUM)
     return Sample(
         np.array(host_ids, dtype=np.int64),
@@ -182,6 +185,11 @@ async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -
         dict(histories),
         max(population, float(len(host_ids))),
     )
+
+
+async def _rest(work_started: float) -> None:
+    """Rest in proportion to the work just done, so the planner takes a bounded share."""
+    await asyncio.sleep(WALK_REST_PER_WORK * (time.monotonic() - work_started))
 
 
 async def fleet_budget(pool: asyncpg.Pool, inputs: PlannerInputs) -> float:
@@ -360,17 +368,21 @@ def replanned(record: UrlRecord, policy: SchedulePolicy, now: float) -> Schedule
 async def reschedule(pool: asyncpg.Pool, policy: SchedulePolicy) -> int:
     """Walk the live population in chunks; reschedule URLs whose fetch rate moved materially.
 
-    Each chunk is read, decided and written in short statements of its own: nothing is locked
-    between them, and a URL leased or fetched meanwhile is left to its fetcher.
+    Each chunk is read, decided and written in statements of their own, each its own short
+    transaction, and every write skips rows a fetcher holds locked instead of waiting: the
+    fetch loop never waits for a lock the planner holds across two statements, and the
+    planner is never in a deadlock with it. A URL leased or fetched meanwhile is left to its
+    fetcher; a host skipped when its due time is refreshed is retried.
     """
     assert policy.mu is not None
     after = 0
     moved_total = 0
+    stale_hosts: set[int] = set()
     while True:
         chunk_started = time.monotonic()
         rows = await pool.fetch(QUERIES["reschedule_scan"], after, RESCHEDULE_CHUNK)
         if not rows:
-            return moved_total
+            break
         after = rows[-1]["id"]
         ids = np.array([r["id"] for r in rows], dtype=np.int64)
         old = np.array(
@@ -390,11 +402,35 @@ async def reschedule(pool: asyncpg.Pool, policy: SchedulePolicy) -> int:
         )
         moved = (old <= 0) | (np.abs(new - old) > RESCHEDULE_RELATIVE_CHANGE * old)
         if moved.any():
-            moved_total += await _reschedule_ids(pool, ids[moved].tolist(), policy)
-        await asyncio.sleep(WALK_REST_PER_WORK * (time.monotonic() - chunk_started))
+            count, hosts = await _reschedule_ids(pool, ids[moved].tolist(), policy)
+            moved_total += count
+            stale_hosts = await refresh_hosts(pool, stale_hosts | hosts)
+        await _rest(chunk_started)
+    deadline = time.monotonic() + HOST_REFRESH_PATIENCE_SECONDS
+    while stale_hosts and time.monotonic() < deadline:
+        await asyncio.sleep(HOST_REFRESH_RETRY_SECONDS)
+        stale_hosts = await refresh_hosts(pool, stale_hosts)
+    if stale_hosts:  # held by fetchers all along: their release recomputes the due time
+        log.info("planner: %d hosts stayed locked; their release refreshes them",
+                 len(stale_hosts))
+    return moved_total
 
 
-async def _reschedule_ids(pool: asyncpg.Pool, ids: list[int], policy: SchedulePolicy) -> int:
+async def refresh_hosts(pool: asyncpg.Pool, hosts: set[int]) -> set[int]:
+    """Recompute the due time of ``hosts`` (SKIP LOCKED); returns those skipped."""
+    left = set(hosts)
+    ordered = sorted(hosts)
+    for first in range(0, len(ordered), RESCHEDULE_CHUNK):
+        batch = ordered[first:first + RESCHEDULE_CHUNK]
+        done = await pool.fetch(QUERIES["refresh_host_due"], batch)
+        left.difference_update(r["id"] for r in done)
+    return left
+
+
+async def _reschedule_ids(
+    pool: asyncpg.Pool, ids: list[int], policy: SchedulePolicy
+) -> tuple[int, set[int]]:
+    """Reschedule ``ids``; returns how many were written and the hosts they belong to."""
     now = time.time()
     records = [record_from_row(r) for r in await pool.fetch(QUERIES["reschedule_records"], ids)]
     due_ids: list[int] = []
@@ -412,15 +448,9 @@ async def _reschedule_ids(pool: asyncpg.Pool, ids: list[int], policy: SchedulePo
         last.append(to_datetime(record.last_fetched_at))
         change.append(schedule.change_rate_per_day)
     if not due_ids:
-        return 0
-    async with pool.acquire() as conn, conn.transaction():
-        touched = await conn.fetch(
-            QUERIES["reschedule_urls"], due_ids, due_at, rates, last, change
-        )
-        hosts = sorted({r["host_id"] for r in touched})
-        if hosts:
-            await frontier.refresh_host_due(conn, hosts)
-    return len(touched)
+        return 0, set()
+    touched = await pool.fetch(QUERIES["reschedule_urls"], due_ids, due_at, rates, last, change)
+    return len(touched), {r["host_id"] for r in touched}
 
 
 async def _adopt_stored(
