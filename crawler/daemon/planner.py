@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import heapq
 import logging
 import multiprocessing
@@ -77,6 +78,7 @@ PRIOR_HISTORIES = 5_000
 MIN_URLS_FOR_HOST_PRIOR = 50
 # The planner process yields the CPU to the fetch loop when both want it.
 PLANNER_NICENESS = 10
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # How often the daemon checks that its planner process is still alive.
 PLANNER_WATCH_SECONDS = 1.0
 # A daemon whose heartbeat is older than this many heartbeats is counted as gone.
@@ -612,10 +614,19 @@ def planner_process_main(config: PlannerConfig, conn: Connection) -> None:
 
     configure(config.log_level, json_lines=config.log_json)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the daemon's to handle
+    _die_with_daemon()
     with contextlib.suppress(OSError):
         os.nice(PLANNER_NICENESS)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_planner_process(config, conn))
+
+
+def _die_with_daemon() -> None:
+    """SIGTERM when the daemon dies, even by SIGKILL (Linux prctl). The pipe's end stops the
+    planner too, but only between statements, not in the middle of a solve."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 async def _planner_process(config: PlannerConfig, conn: Connection) -> None:

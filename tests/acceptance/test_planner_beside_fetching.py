@@ -18,10 +18,13 @@ pytestmark = pytest.mark.timeout(400)
 
 SERVING_HOSTS = 40
 PAGES_PER_HOST = 100
-# The planner's population: fetched URLs on hosts that are never due (low importance).
+# The planner's population: fetched URLs on paused hosts (never fetched).
 IDLE_HOSTS = 50
-IDLE_PER_HOST = 300  # a round of a few seconds: the readiness index made 5,000 take 1.3 s
-BASELINE_SECONDS = 10.0
+IDLE_PER_HOST = 300  # a round of a few seconds
+# The rate without a round is measured before the round and after it, each for as long as the
+# round lasted, within these bounds.
+MIN_COMPARE_SECONDS = 10.0
+MAX_COMPARE_SECONDS = 60.0
 
 
 async def serve(hosts: int) -> tuple[web.AppRunner, list[int]]:
@@ -64,6 +67,19 @@ async def wait_for(pool: asyncpg.Pool, query: str, deadline_seconds: float) -> o
     raise AssertionError(f"timed out waiting for {query}")
 
 
+async def block_rounds(pool: asyncpg.Pool) -> None:
+    """No planner round starts until ``allow_round``."""
+    await pool.execute("INSERT INTO planner_state (key, value, updated_at) "
+                       "VALUES ('round', 0, now() + interval '1 hour') ON CONFLICT (key) DO "
+                       "UPDATE SET updated_at = EXCLUDED.updated_at")
+
+
+async def allow_round(pool: asyncpg.Pool) -> None:
+    await pool.execute(
+        "UPDATE planner_state SET updated_at = now() - interval '1 hour' WHERE key = 'round'"
+    )
+
+
 async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
     runner, ports = await serve(SERVING_HOSTS)
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
@@ -82,11 +98,12 @@ async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
                       changed_intervals_days = '{0.5, 1.0}'
                WHERE url LIKE 'http://127.0.0.1:%' IS NOT TRUE"""
         )
-        await pool.execute("UPDATE hosts SET next_due_at = (SELECT min(next_fetch_at) "
-                           "FROM urls WHERE host_id = hosts.id)")
-        # No round until the test allows one.
-        await pool.execute("INSERT INTO planner_state (key, value, updated_at) "
-                           "VALUES ('round', 0, now() + interval '1 hour')")
+        # Paused: whatever the round makes of their URLs, these hosts are never fetched, so
+        # the rate after the round is comparable with the rate before it.
+        await pool.execute("UPDATE hosts SET paused = origin NOT LIKE 'http://127.0.0.1:%', "
+                           "next_due_at = (SELECT min(next_fetch_at) FROM urls "
+                           "WHERE host_id = hosts.id)")
+        await block_rounds(pool)
         env = daemon_env(
             db_url, schedule="optimal", planner_interval="3", budget_per_day="1e9",
             default_interval="1", min_interval="0.5", politeness_delay="0",
@@ -94,24 +111,27 @@ async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
         )
         proc = await start_daemon(env)
         await wait_for(pool, "SELECT 1 FROM observations OFFSET 500 LIMIT 1", 120.0)
-        base_start = time.time()
-        await asyncio.sleep(BASELINE_SECONDS)
-        baseline = await fetches_between(pool, base_start, time.time())
-
-        await pool.execute(
-            "UPDATE planner_state SET updated_at = now() - interval '1 hour' WHERE key = 'round'"
-        )
+        warm = time.time()
+        await asyncio.sleep(MIN_COMPARE_SECONDS)
+        await allow_round(pool)
         await wait_for(
             pool, "SELECT 1 FROM planner_state WHERE key = 'round_seconds'", 240.0
         )
-        round_end = (await pool.fetchval(
-            "SELECT extract(epoch FROM updated_at) FROM planner_state WHERE key = 'round_seconds'"
-        ))
-        round_seconds = await pool.fetchval(
-            "SELECT value FROM planner_state WHERE key = 'round_seconds'"
+        await block_rounds(pool)  # the rate after the round is measured without one
+        round_end, round_seconds = await pool.fetchrow(
+            "SELECT extract(epoch FROM updated_at)::float8, value FROM planner_state "
+            "WHERE key = 'round_seconds'"
         )
-        round_end = float(round_end)
-        during = await fetches_between(pool, round_end - round_seconds, round_end)
+        round_start = round_end - round_seconds
+        # As long before the round as the warm-up allows (the machine's load drifts on the
+        # scale of the round), and as long after it.
+        before_start = max(warm, round_start - min(round_seconds, MAX_COMPARE_SECONDS))
+        after_end = round_end + (round_start - before_start)
+        await asyncio.sleep(max(0.0, after_end - time.time()))
+        before = await fetches_between(pool, before_start, round_start)
+        during = await fetches_between(pool, round_start, round_end)
+        after = await fetches_between(pool, round_end, after_end)
+        rounds = await pool.fetchval("SELECT value FROM planner_state WHERE key = 'round'")
         out = await stop_daemon(proc)
         rescheduled = await pool.fetchval(
             "SELECT count(*) FROM urls WHERE fetch_rate_per_day <> 1.0 AND importance < 1e-3"
@@ -121,13 +141,14 @@ async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
             await stop_daemon(proc)
         await pool.close()
         await runner.cleanup()
-    print(f"fetch rate {baseline:.0f}/s without a round, {during:.0f}/s during a "
-          f"{round_seconds:.1f} s round that rescheduled {rescheduled} URLs")
+    without = (before + after) / 2.0
+    print(f"fetch rate {before:.0f}/s before, {during:.0f}/s during a {round_seconds:.1f} s "
+          f"round that rescheduled {rescheduled} URLs, {after:.0f}/s after: "
+          f"{during / without:.0%} of the rate without a round")
+    assert rounds == 1, out[-3000:]  # exactly the round measured
     assert round_seconds >= 1.0, out[-3000:]  # a round that spans hundreds of fetches
     assert rescheduled > 0.5 * IDLE_HOSTS * IDLE_PER_HOST
-    # Issue 13's target is 80%. On 2 cores the daemon, the planner process, PostgreSQL, the
-    # test's own servers and (under xdist) another test share the CPU, and back-to-back 10 s
-    # windows vary by ±20% on their own: 76% was measured on an idle machine, 56% beside another
-    # test. The suite guards against the planner stalling the fetch loop (a stall gives ~0);
-    # the 80% figure is reported above and in the README, not enforced here.
-    assert during >= 0.35 * baseline, (baseline, during, out[-3000:])
+    assert "deadlock" not in out, out[-3000:]
+    # The rate without a round is measured on both sides of it in the same run, so a drift of
+    # the machine's load over the test moves both.
+    assert during >= 0.8 * without, (before, during, after, out[-3000:])
