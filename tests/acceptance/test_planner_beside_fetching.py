@@ -1,11 +1,18 @@
 """The planner runs beside fetching without slowing it: the real daemon's fetch rate during a
-planner round that takes seconds stays at least 80% of its rate without one."""
+planner round that takes seconds stays at least 80% of its rate without one.
+
+The rate without a round is measured in the same run, just before the round and just after it,
+each window as long as the round: on a shared machine the load drifts over a run, and the mean
+of the two sides follows it. ``bench/bench_planner.py --beside-fetching N`` repeats this
+scenario N times and prints every run's figures.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 import time
+from dataclasses import dataclass
 
 import asyncpg
 import pytest
@@ -80,7 +87,29 @@ async def allow_round(pool: asyncpg.Pool) -> None:
     )
 
 
-async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
+@dataclass(frozen=True)
+class RoundRates:
+    """Fetches per second before, during and after one planner round, in one run."""
+
+    before: float
+    during: float
+    after: float
+    round_seconds: float
+    rescheduled: int
+    rounds: int
+    output: str
+
+    @property
+    def ratio(self) -> float:
+        """The rate during the round against the rate without one: the mean of the windows
+        on both sides of it, each as long as the round, so a drift of the machine's load over
+        the run moves both."""
+        return self.during / ((self.before + self.after) / 2.0)
+
+
+async def measure_round(db_url: str) -> RoundRates:
+    """The real daemon fetching from loopback servers; one planner round over a population
+    of paused hosts; the fetch rate around it and during it."""
     runner, ports = await serve(SERVING_HOSTS)
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
     proc = None
@@ -141,14 +170,17 @@ async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
             await stop_daemon(proc)
         await pool.close()
         await runner.cleanup()
-    without = (before + after) / 2.0
-    print(f"fetch rate {before:.0f}/s before, {during:.0f}/s during a {round_seconds:.1f} s "
-          f"round that rescheduled {rescheduled} URLs, {after:.0f}/s after: "
-          f"{during / without:.0%} of the rate without a round")
-    assert rounds == 1, out[-3000:]  # exactly the round measured
-    assert round_seconds >= 1.0, out[-3000:]  # a round that spans hundreds of fetches
-    assert rescheduled > 0.5 * IDLE_HOSTS * IDLE_PER_HOST
-    assert "deadlock" not in out, out[-3000:]
-    # The rate without a round is measured on both sides of it in the same run, so a drift of
-    # the machine's load over the test moves both.
-    assert during >= 0.8 * without, (before, during, after, out[-3000:])
+    return RoundRates(before, during, after, round_seconds, rescheduled, rounds, out)
+
+
+async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
+    m = await measure_round(db_url)
+    out = m.output[-3000:]
+    print(f"fetch rate {m.before:.0f}/s before, {m.during:.0f}/s during a "
+          f"{m.round_seconds:.1f} s round that rescheduled {m.rescheduled} URLs, "
+          f"{m.after:.0f}/s after: {m.ratio:.0%} of the rate without a round")
+    assert m.rounds == 1, out  # exactly the round measured
+    assert m.round_seconds >= 1.0, out  # a round that spans hundreds of fetches
+    assert m.rescheduled > 0.5 * IDLE_HOSTS * IDLE_PER_HOST
+    assert "deadlock" not in m.output, out
+    assert m.ratio >= 0.8, (m.before, m.during, m.after, out)
