@@ -8,10 +8,11 @@ state.
 A round reads a bounded, stratified sample of the live population (``id_strata``: a few
 URLs from random starts spread over the primary key), fits the empirical-Bayes prior on it,
 and solves μ for the budget scaled to the sample, with each host's politeness cap scaled the
-same way. It then walks the population in small chunks, each its own short transaction, and
-reschedules only URLs whose fetch rate moved materially, through the same
-``crawler.core.schedule.next_fetch`` the worker calls after a fetch (so a detected update
-period survives a re-plan). No lock is held across the solve.
+same way. It then walks the population in small chunks and reschedules only URLs whose fetch
+rate moved materially, through the same ``crawler.core.schedule.next_fetch`` the worker calls
+after a fetch (so a detected update period survives a re-plan). Each statement is its own
+short transaction and skips rows a fetcher holds locked, so the planner never waits for the
+fetch loop and is never in a deadlock with it. No lock is held across the solve.
 """
 
 from __future__ import annotations
@@ -216,12 +217,17 @@ async def solve_once(
     round_seconds: float,
     rng: np.random.Generator | None = None,
     on_solved: Callable[[SchedulePolicy, PlannerOutcome], None] | None = None,
+    stale_hosts: set[int] | None = None,
 ) -> tuple[SchedulePolicy, PlannerOutcome | None]:
     """One planning round. Returns the policy to use, and the outcome when this daemon solved.
+
+    ``stale_hosts``: see ``reschedule``; the round first refreshes those left by the last one.
 
     ``on_solved`` hears the new policy as soon as μ is stored, before the (long) walk that
     reschedules the population, so that fetching adopts it at once.
     """
+    if stale_hosts:
+        await refresh_hosts(pool, stale_hosts)
     if await pool.fetchval(QUERIES["planner_claim_round"], round_seconds) is None:
         return await _adopt_stored(pool, policy), None
     started = time.monotonic()
@@ -257,7 +263,9 @@ async def solve_once(
     if on_solved is not None:
         on_solved(new_policy, outcome)
     if _moved(policy, new_policy):
-        outcome = replace(outcome, rescheduled=await reschedule(pool, new_policy))
+        outcome = replace(
+            outcome, rescheduled=await reschedule(pool, new_policy, stale_hosts)
+        )
     # When the round ended (updated_at) and how long it took: figures for operators and tests.
     await pool.execute(
         QUERIES["store_planner_state"], ["round_seconds"], [time.monotonic() - started]
@@ -367,19 +375,23 @@ def replanned(record: UrlRecord, policy: SchedulePolicy, now: float) -> Schedule
     return replace(schedule, next_fetch_at=max(now, schedule.next_fetch_at))
 
 
-async def reschedule(pool: asyncpg.Pool, policy: SchedulePolicy) -> int:
+async def reschedule(
+    pool: asyncpg.Pool, policy: SchedulePolicy, stale_hosts: set[int] | None = None
+) -> int:
     """Walk the live population in chunks; reschedule URLs whose fetch rate moved materially.
 
     Each chunk is read, decided and written in statements of their own, each its own short
     transaction, and every write skips rows a fetcher holds locked instead of waiting: the
     fetch loop never waits for a lock the planner holds across two statements, and the
     planner is never in a deadlock with it. A URL leased or fetched meanwhile is left to its
-    fetcher; a host skipped when its due time is refreshed is retried.
+    fetcher; a host skipped when its due time is refreshed is retried. ``stale_hosts`` holds
+    the hosts whose URLs moved but whose due time is not refreshed yet: the caller keeps it
+    across rounds, so that a walk cut short by a database error is caught up by the next.
     """
     assert policy.mu is not None
     after = 0
     moved_total = 0
-    stale_hosts: set[int] = set()
+    stale = set() if stale_hosts is None else stale_hosts
     while True:
         chunk_started = time.monotonic()
         rows = await pool.fetch(QUERIES["reschedule_scan"], after, RESCHEDULE_CHUNK)
@@ -406,27 +418,25 @@ async def reschedule(pool: asyncpg.Pool, policy: SchedulePolicy) -> int:
         if moved.any():
             count, hosts = await _reschedule_ids(pool, ids[moved].tolist(), policy)
             moved_total += count
-            stale_hosts = await refresh_hosts(pool, stale_hosts | hosts)
+            stale.update(hosts)
+            await refresh_hosts(pool, stale)
         await _rest(chunk_started)
     deadline = time.monotonic() + HOST_REFRESH_PATIENCE_SECONDS
-    while stale_hosts and time.monotonic() < deadline:
+    while stale and time.monotonic() < deadline:
         await asyncio.sleep(HOST_REFRESH_RETRY_SECONDS)
-        stale_hosts = await refresh_hosts(pool, stale_hosts)
-    if stale_hosts:  # held by fetchers all along: their release recomputes the due time
-        log.info("planner: %d hosts stayed locked; their release refreshes them",
-                 len(stale_hosts))
+        await refresh_hosts(pool, stale)
+    if stale:  # held by fetchers all along: the next round tries them again
+        log.info("planner: %d hosts stayed locked; the next round refreshes them", len(stale))
     return moved_total
 
 
-async def refresh_hosts(pool: asyncpg.Pool, hosts: set[int]) -> set[int]:
-    """Recompute the due time of ``hosts`` (SKIP LOCKED); returns those skipped."""
-    left = set(hosts)
+async def refresh_hosts(pool: asyncpg.Pool, hosts: set[int]) -> None:
+    """Recompute the due time of ``hosts`` (SKIP LOCKED); removes from it those done."""
     ordered = sorted(hosts)
     for first in range(0, len(ordered), RESCHEDULE_CHUNK):
         batch = ordered[first:first + RESCHEDULE_CHUNK]
         done = await pool.fetch(QUERIES["refresh_host_due"], batch)
-        left.difference_update(r["id"] for r in done)
-    return left
+        hosts.difference_update(r["id"] for r in done)
 
 
 async def _reschedule_ids(
@@ -478,6 +488,7 @@ async def run_planner(
     """Plan now, then every ``interval_seconds`` (skipping rounds another daemon has solved)."""
     # A round another daemon started less than this long ago counts as this interval's.
     round_seconds = 0.8 * interval_seconds
+    stale_hosts: set[int] = set()  # URLs rescheduled, due time not yet refreshed
     while True:
         started = time.monotonic()
 
@@ -489,7 +500,7 @@ async def run_planner(
             policy, outcome = await solve_once(
                 pool, get_policy(), inputs,
                 window_seconds=max(2.0 * interval_seconds, 5.0), round_seconds=round_seconds,
-                on_solved=adopt,
+                on_solved=adopt, stale_hosts=stale_hosts,
             )
             if outcome is None:
                 set_policy(policy)

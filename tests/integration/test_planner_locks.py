@@ -12,7 +12,8 @@ import asyncpg
 import pytest
 
 from crawler.config import default_settings, schedule_policy
-from crawler.daemon.planner import reschedule
+from crawler.daemon import planner
+from crawler.daemon.planner import refresh_hosts, reschedule
 from crawler.db import frontier
 
 pytestmark = pytest.mark.timeout(120)
@@ -69,6 +70,38 @@ async def test_reschedule_skips_locked_rows_and_retries_locked_hosts(db_url: str
         assert await pool.fetchval(due_b, host_a) is True
         assert await pool.fetchval(
             "SELECT fetch_rate_per_day FROM urls WHERE id = $1", locked_url) == 1.0
+    finally:
+        await fetcher.close()
+        await pool.close()
+
+
+async def test_a_host_locked_past_the_walk_is_refreshed_by_the_next_round(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(planner, "HOST_REFRESH_PATIENCE_SECONDS", 0.3)
+    pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
+    fetcher = await asyncpg.connect(db_url)
+    try:
+        await frontier.seed(pool, [(f"http://127.0.0.2:8000/p{i}", 1.0)
+                                   for i in range(PER_HOST)], time.time())
+        await pool.execute(
+            """UPDATE urls SET state = 'active', last_fetched_at = now() - interval '1 hour',
+                      next_fetch_at = now() + interval '20 days', change_rate_per_day = 2.0,
+                      fetch_rate_per_day = 1.0, intervals_observed = 3, unchanged_days = 2.0,
+                      changed_intervals_days = '{0.5}'""")
+        await pool.execute("UPDATE hosts SET next_due_at = now() + interval '20 days'")
+        host = await pool.fetchval("SELECT id FROM hosts")
+        due = ("SELECT next_due_at = (SELECT min(next_fetch_at) FROM urls WHERE host_id = $1) "
+               "FROM hosts WHERE id = $1")
+        stale: set[int] = set()
+        async with fetcher.transaction():
+            await fetcher.execute("SELECT 1 FROM hosts WHERE id = $1 FOR UPDATE", host)
+            assert await reschedule(pool, POLICY, stale) == PER_HOST
+            assert stale == {host}
+            assert await pool.fetchval(due, host) is False
+        await refresh_hosts(pool, stale)  # what the next round does first
+        assert stale == set()
+        assert await pool.fetchval(due, host) is True
     finally:
         await fetcher.close()
         await pool.close()
