@@ -66,6 +66,9 @@ WALK_REST_PER_WORK = 0.5
 # Hosts skipped by a due-time refresh (a fetcher held them locked) are retried this often, for
 # at most this long after the walk.
 HOST_REFRESH_RETRY_SECONDS = 0.2
+# Hosts per refresh statement: a fetcher recording on one of them waits at most as long as
+# the statement (a few milliseconds), never for a chunk.
+HOST_REFRESH_BATCH = 200
 HOST_REFRESH_PATIENCE_SECONDS = 10.0
 # Live URLs read from each stratum of the key space.
 URLS_PER_STRATUM = 50
@@ -433,8 +436,8 @@ async def reschedule(
 async def refresh_hosts(pool: asyncpg.Pool, hosts: set[int]) -> None:
     """Recompute the due time of ``hosts`` (SKIP LOCKED); removes from it those done."""
     ordered = sorted(hosts)
-    for first in range(0, len(ordered), RESCHEDULE_CHUNK):
-        batch = ordered[first:first + RESCHEDULE_CHUNK]
+    for first in range(0, len(ordered), HOST_REFRESH_BATCH):
+        batch = ordered[first:first + HOST_REFRESH_BATCH]
         done = await pool.fetch(QUERIES["refresh_host_due"], batch)
         hosts.difference_update(r["id"] for r in done)
 
