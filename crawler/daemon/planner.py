@@ -8,16 +8,18 @@ state.
 A round reads a bounded, stratified sample of the live population (``id_strata``: a few
 URLs from random starts spread over the primary key), fits the empirical-Bayes prior on it,
 and solves μ for the budget scaled to the sample, with each host's politeness cap scaled the
-same way. It then walks the population in small chunks, each its own short transaction, and
-reschedules only URLs whose fetch rate moved materially, through the same
-``crawler.core.schedule.next_fetch`` the worker calls after a fetch (so a detected update
-period survives a re-plan). No lock is held across the solve.
+same way. It then walks the population in small chunks and reschedules only URLs whose fetch
+rate moved materially, through the same ``crawler.core.schedule.next_fetch`` the worker calls
+after a fetch (so a detected update period survives a re-plan). Each statement is its own
+short transaction and skips rows a fetcher holds locked, so the planner never waits for the
+fetch loop and is never in a deadlock with it. No lock is held across the solve.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import heapq
 import logging
 import multiprocessing
@@ -44,7 +46,6 @@ from crawler.core.estimate import DEFAULT_PRIOR, ChangeHistory, GammaPrior, fit_
 from crawler.core.model import OK, SECONDS_PER_DAY, Observation, Schedule, UrlRecord
 from crawler.core.plan import fetch_rates
 from crawler.core.schedule import SchedulePolicy, next_fetch
-from crawler.db import frontier
 from crawler.db.connect import create_pool
 from crawler.db.errors import DB_ERRORS
 from crawler.db.frontier import record_from_row, to_datetime
@@ -62,6 +63,13 @@ RESCHEDULE_CHUNK = 2_000
 # After each chunk or sample statement the planner rests half as long as it took: it takes at
 # most two thirds of a core, and the database serves the fetch loop in between.
 WALK_REST_PER_WORK = 0.5
+# Hosts skipped by a due-time refresh (a fetcher held them locked) are retried this often, for
+# at most this long after the walk.
+HOST_REFRESH_RETRY_SECONDS = 0.2
+# Hosts per refresh statement: a fetcher recording on one of them waits at most as long as
+# the statement (a few milliseconds), never for a chunk.
+HOST_REFRESH_BATCH = 200
+HOST_REFRESH_PATIENCE_SECONDS = 10.0
 # Live URLs read from each stratum of the key space.
 URLS_PER_STRATUM = 50
 STRATA_PER_STATEMENT = 200
@@ -74,6 +82,7 @@ PRIOR_HISTORIES = 5_000
 MIN_URLS_FOR_HOST_PRIOR = 50
 # The planner process yields the CPU to the fetch loop when both want it.
 PLANNER_NICENESS = 10
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # How often the daemon checks that its planner process is still alive.
 PLANNER_WATCH_SECONDS = 1.0
 # A daemon whose heartbeat is older than this many heartbeats is counted as gone.
@@ -172,7 +181,7 @@ async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -
                         row["intervals_observed"],
                     )
                 )
-        await asyncio.sleep(WALK_REST_PER_WORK * (time.monotonic() - statement_started))
+        await _rest(statement_started)
     population = estimated_population(strata, rows_read, last_ids, URLS_PER_STRATUM)
     return Sample(
         np.array(host_ids, dtype=np.int64),
@@ -182,6 +191,11 @@ async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -
         dict(histories),
         max(population, float(len(host_ids))),
     )
+
+
+async def _rest(work_started: float) -> None:
+    """Rest in proportion to the work just done, so the planner takes a bounded share."""
+    await asyncio.sleep(WALK_REST_PER_WORK * (time.monotonic() - work_started))
 
 
 async def fleet_budget(pool: asyncpg.Pool, inputs: PlannerInputs) -> float:
@@ -206,12 +220,17 @@ async def solve_once(
     round_seconds: float,
     rng: np.random.Generator | None = None,
     on_solved: Callable[[SchedulePolicy, PlannerOutcome], None] | None = None,
+    stale_hosts: set[int] | None = None,
 ) -> tuple[SchedulePolicy, PlannerOutcome | None]:
     """One planning round. Returns the policy to use, and the outcome when this daemon solved.
+
+    ``stale_hosts``: see ``reschedule``; the round first refreshes those left by the last one.
 
     ``on_solved`` hears the new policy as soon as μ is stored, before the (long) walk that
     reschedules the population, so that fetching adopts it at once.
     """
+    if stale_hosts:
+        await refresh_hosts(pool, stale_hosts)
     if await pool.fetchval(QUERIES["planner_claim_round"], round_seconds) is None:
         return await _adopt_stored(pool, policy), None
     started = time.monotonic()
@@ -247,7 +266,9 @@ async def solve_once(
     if on_solved is not None:
         on_solved(new_policy, outcome)
     if _moved(policy, new_policy):
-        outcome = replace(outcome, rescheduled=await reschedule(pool, new_policy))
+        outcome = replace(
+            outcome, rescheduled=await reschedule(pool, new_policy, stale_hosts)
+        )
     # When the round ended (updated_at) and how long it took: figures for operators and tests.
     await pool.execute(
         QUERIES["store_planner_state"], ["round_seconds"], [time.monotonic() - started]
@@ -357,20 +378,28 @@ def replanned(record: UrlRecord, policy: SchedulePolicy, now: float) -> Schedule
     return replace(schedule, next_fetch_at=max(now, schedule.next_fetch_at))
 
 
-async def reschedule(pool: asyncpg.Pool, policy: SchedulePolicy) -> int:
+async def reschedule(
+    pool: asyncpg.Pool, policy: SchedulePolicy, stale_hosts: set[int] | None = None
+) -> int:
     """Walk the live population in chunks; reschedule URLs whose fetch rate moved materially.
 
-    Each chunk is read, decided and written in short statements of its own: nothing is locked
-    between them, and a URL leased or fetched meanwhile is left to its fetcher.
+    Each chunk is read, decided and written in statements of their own, each its own short
+    transaction, and every write skips rows a fetcher holds locked instead of waiting: the
+    fetch loop never waits for a lock the planner holds across two statements, and the
+    planner is never in a deadlock with it. A URL leased or fetched meanwhile is left to its
+    fetcher; a host skipped when its due time is refreshed is retried. ``stale_hosts`` holds
+    the hosts whose URLs moved but whose due time is not refreshed yet: the caller keeps it
+    across rounds, so that a walk cut short by a database error is caught up by the next.
     """
     assert policy.mu is not None
     after = 0
     moved_total = 0
+    stale = set() if stale_hosts is None else stale_hosts
     while True:
         chunk_started = time.monotonic()
         rows = await pool.fetch(QUERIES["reschedule_scan"], after, RESCHEDULE_CHUNK)
         if not rows:
-            return moved_total
+            break
         after = rows[-1]["id"]
         ids = np.array([r["id"] for r in rows], dtype=np.int64)
         host_ids = np.array([r["host_id"] for r in rows], dtype=np.int64)
@@ -391,15 +420,35 @@ async def reschedule(pool: asyncpg.Pool, policy: SchedulePolicy) -> int:
         )
         moved = (old <= 0) | (np.abs(new - old) > RESCHEDULE_RELATIVE_CHANGE * old)
         if moved.any():
-            moved_total += await _reschedule_ids(
+            count, hosts = await _reschedule_ids(
                 pool, ids[moved].tolist(), host_ids[moved].tolist(), policy
             )
-        await asyncio.sleep(WALK_REST_PER_WORK * (time.monotonic() - chunk_started))
+            moved_total += count
+            stale.update(hosts)
+            await refresh_hosts(pool, stale)
+        await _rest(chunk_started)
+    deadline = time.monotonic() + HOST_REFRESH_PATIENCE_SECONDS
+    while stale and time.monotonic() < deadline:
+        await asyncio.sleep(HOST_REFRESH_RETRY_SECONDS)
+        await refresh_hosts(pool, stale)
+    if stale:  # held by fetchers all along: the next round tries them again
+        log.info("planner: %d hosts stayed locked; the next round refreshes them", len(stale))
+    return moved_total
+
+
+async def refresh_hosts(pool: asyncpg.Pool, hosts: set[int]) -> None:
+    """Recompute the due time of ``hosts`` (SKIP LOCKED); removes from it those done."""
+    ordered = sorted(hosts)
+    for first in range(0, len(ordered), HOST_REFRESH_BATCH):
+        batch = ordered[first:first + HOST_REFRESH_BATCH]
+        done = await pool.fetch(QUERIES["refresh_host_due"], batch)
+        hosts.difference_update(r["id"] for r in done)
 
 
 async def _reschedule_ids(
     pool: asyncpg.Pool, ids: list[int], host_ids: list[int], policy: SchedulePolicy
-) -> int:
+) -> tuple[int, set[int]]:
+    """Reschedule ``ids``; returns how many were written and the hosts they belong to."""
     now = time.time()
     records = [record_from_row(r) for r in await pool.fetch(QUERIES["reschedule_records"], ids,
                                                             host_ids)]
@@ -420,15 +469,11 @@ async def _reschedule_ids(
         last.append(to_datetime(record.last_fetched_at))
         change.append(schedule.change_rate_per_day)
     if not due_ids:
-        return 0
-    async with pool.acquire() as conn, conn.transaction():
-        touched = await conn.fetch(
-            QUERIES["reschedule_urls"], due_ids, due_at, rates, last, change, due_hosts
-        )
-        hosts = sorted({r["host_id"] for r in touched})
-        if hosts:
-            await frontier.refresh_host_due(conn, hosts)
-    return len(touched)
+        return 0, set()
+    touched = await pool.fetch(
+        QUERIES["reschedule_urls"], due_ids, due_at, rates, last, change, due_hosts
+    )
+    return len(touched), {r["host_id"] for r in touched}
 
 
 async def _adopt_stored(
@@ -454,6 +499,7 @@ async def run_planner(
     """Plan now, then every ``interval_seconds`` (skipping rounds another daemon has solved)."""
     # A round another daemon started less than this long ago counts as this interval's.
     round_seconds = 0.8 * interval_seconds
+    stale_hosts: set[int] = set()  # URLs rescheduled, due time not yet refreshed
     while True:
         started = time.monotonic()
 
@@ -465,7 +511,7 @@ async def run_planner(
             policy, outcome = await solve_once(
                 pool, get_policy(), inputs,
                 window_seconds=max(2.0 * interval_seconds, 5.0), round_seconds=round_seconds,
-                on_solved=adopt,
+                on_solved=adopt, stale_hosts=stale_hosts,
             )
             if outcome is None:
                 set_policy(policy)
@@ -590,10 +636,19 @@ def planner_process_main(config: PlannerConfig, conn: Connection) -> None:
 
     configure(config.log_level, json_lines=config.log_json)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the daemon's to handle
+    _die_with_daemon()
     with contextlib.suppress(OSError):
         os.nice(PLANNER_NICENESS)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_planner_process(config, conn))
+
+
+def _die_with_daemon() -> None:
+    """SIGTERM when the daemon dies, even by SIGKILL (Linux prctl). The pipe's end stops the
+    planner too, but only between statements, not in the middle of a solve."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 async def _planner_process(config: PlannerConfig, conn: Connection) -> None:

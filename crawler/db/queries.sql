@@ -435,10 +435,17 @@ RETURNING (SELECT count(*) FROM released_urls) AS urls_released;
 
 -- name: refresh_host_due
 -- Recompute next_due_at (and so ready_at) of hosts whose URLs were rescheduled in bulk (the
--- planner), one chunk of hosts at a time.
+-- planner), one chunk of hosts at a time, in a statement of its own after the URLs' commit.
+-- A host a fetcher holds locked (claim, record, release) is skipped, never waited for: the
+-- planner then can never be part of a lock cycle with the fetch loop. Returns the hosts
+-- updated; the caller retries the others.
 UPDATE hosts AS h
 SET next_due_at = (SELECT min(next_fetch_at) FROM urls WHERE host_id = h.id)
-WHERE h.id = ANY($1::bigint[]);
+FROM (
+    SELECT id FROM hosts WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE SKIP LOCKED
+) AS free
+WHERE h.id = free.id
+RETURNING h.id;
 
 -- name: earliest_due
 -- When the next claim can succeed: the smallest readiness time (hosts_ready_at_idx, one
@@ -567,14 +574,25 @@ WHERE u.host_id = ANY($2::bigint[]) AND u.lease_owner IS NULL;
 
 -- name: reschedule_urls
 -- Apply new schedules in place. A URL leased or fetched since it was read ($4, its
--- last_fetched_at then) is left to its fetcher.
+-- last_fetched_at then) is left to its fetcher, and so is one a fetcher holds locked (SKIP
+-- LOCKED: the planner never waits for the fetch loop, so it is never in a lock cycle with it).
+WITH t AS (
+    SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::timestamptz[],
+                         $5::float8[], $6::bigint[])
+        AS t(id, due, rate, last_fetched_at, change_rate, host_id)
+),
+free AS (
+    SELECT u.id, u.host_id
+    FROM urls AS u JOIN t ON t.id = u.id AND t.host_id = u.host_id
+    WHERE u.host_id = ANY($6::bigint[])
+      AND u.lease_owner IS NULL AND u.last_fetched_at = t.last_fetched_at
+    ORDER BY u.id
+    FOR UPDATE OF u SKIP LOCKED
+)
 UPDATE urls AS u
 SET next_fetch_at = t.due, fetch_rate_per_day = t.rate, change_rate_per_day = t.change_rate
-FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::timestamptz[], $5::float8[],
-            $6::bigint[])
-    AS t(id, due, rate, last_fetched_at, change_rate, host_id)
-WHERE u.id = t.id AND u.host_id = t.host_id AND u.host_id = ANY($6::bigint[])
-  AND u.lease_owner IS NULL AND u.last_fetched_at = t.last_fetched_at
+FROM t JOIN free ON free.id = t.id AND free.host_id = t.host_id
+WHERE u.id = t.id AND u.host_id = t.host_id
 RETURNING u.host_id;
 
 -- name: store_planner_state

@@ -1,11 +1,18 @@
 """The planner runs beside fetching without slowing it: the real daemon's fetch rate during a
-planner round that takes seconds stays at least 80% of its rate without one."""
+planner round that takes seconds stays at least 80% of its rate without one.
+
+The rate without a round is measured in the same run, just before the round and just after it,
+each window as long as the round: on a shared machine the load drifts over a run, and the mean
+of the two sides follows it. ``bench/bench_planner.py --beside-fetching N`` repeats this
+scenario N times and prints every run's figures.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 import time
+from dataclasses import dataclass
 
 import asyncpg
 import pytest
@@ -18,10 +25,13 @@ pytestmark = pytest.mark.timeout(400)
 
 SERVING_HOSTS = 40
 PAGES_PER_HOST = 100
-# The planner's population: fetched URLs on hosts that are never due (low importance).
+# The planner's population: fetched URLs on paused hosts (never fetched).
 IDLE_HOSTS = 50
-IDLE_PER_HOST = 300  # a round of a few seconds: the readiness index made 5,000 take 1.3 s
-BASELINE_SECONDS = 10.0
+IDLE_PER_HOST = 300  # a round of a few seconds
+# The rate without a round is measured before the round and after it, each for as long as the
+# round lasted, within these bounds.
+MIN_COMPARE_SECONDS = 10.0
+MAX_COMPARE_SECONDS = 60.0
 
 
 async def serve(hosts: int) -> tuple[web.AppRunner, list[int]]:
@@ -64,7 +74,42 @@ async def wait_for(pool: asyncpg.Pool, query: str, deadline_seconds: float) -> o
     raise AssertionError(f"timed out waiting for {query}")
 
 
-async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
+async def block_rounds(pool: asyncpg.Pool) -> None:
+    """No planner round starts until ``allow_round``."""
+    await pool.execute("INSERT INTO planner_state (key, value, updated_at) "
+                       "VALUES ('round', 0, now() + interval '1 hour') ON CONFLICT (key) DO "
+                       "UPDATE SET updated_at = EXCLUDED.updated_at")
+
+
+async def allow_round(pool: asyncpg.Pool) -> None:
+    await pool.execute(
+        "UPDATE planner_state SET updated_at = now() - interval '1 hour' WHERE key = 'round'"
+    )
+
+
+@dataclass(frozen=True)
+class RoundRates:
+    """Fetches per second before, during and after one planner round, in one run."""
+
+    before: float
+    during: float
+    after: float
+    round_seconds: float
+    rescheduled: int
+    rounds: int
+    output: str
+
+    @property
+    def ratio(self) -> float:
+        """The rate during the round against the rate without one: the mean of the windows
+        on both sides of it, each as long as the round, so a drift of the machine's load over
+        the run moves both."""
+        return self.during / ((self.before + self.after) / 2.0)
+
+
+async def measure_round(db_url: str) -> RoundRates:
+    """The real daemon fetching from loopback servers; one planner round over a population
+    of paused hosts; the fetch rate around it and during it."""
     runner, ports = await serve(SERVING_HOSTS)
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
     proc = None
@@ -82,36 +127,43 @@ async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
                       changed_intervals_days = '{0.5, 1.0}'
                WHERE url LIKE 'http://127.0.0.1:%' IS NOT TRUE"""
         )
-        await pool.execute("UPDATE hosts SET next_due_at = (SELECT min(next_fetch_at) "
-                           "FROM urls WHERE host_id = hosts.id)")
-        # No round until the test allows one.
-        await pool.execute("INSERT INTO planner_state (key, value, updated_at) "
-                           "VALUES ('round', 0, now() + interval '1 hour')")
+        # Paused: whatever the round makes of their URLs, these hosts are never fetched, so
+        # the rate after the round is comparable with the rate before it.
+        await pool.execute("UPDATE hosts SET paused = origin NOT LIKE 'http://127.0.0.1:%', "
+                           "next_due_at = (SELECT min(next_fetch_at) FROM urls "
+                           "WHERE host_id = hosts.id)")
+        await block_rounds(pool)
+        # The serving pages never change, so the planner's μ would send them to the longest
+        # interval and fetching would stop: an interval of at most 2 s keeps all 4,000 due,
+        # so the daemon fetches as fast as it can before, during and after the round.
         env = daemon_env(
             db_url, schedule="optimal", planner_interval="3", budget_per_day="1e9",
-            default_interval="1", min_interval="0.5", politeness_delay="0",
+            default_interval="1", min_interval="0.5", max_interval="2", politeness_delay="0",
             poll_interval="0.05", concurrency="32", claim_urls_per_host="8",
         )
         proc = await start_daemon(env)
         await wait_for(pool, "SELECT 1 FROM observations OFFSET 500 LIMIT 1", 120.0)
-        base_start = time.time()
-        await asyncio.sleep(BASELINE_SECONDS)
-        baseline = await fetches_between(pool, base_start, time.time())
-
-        await pool.execute(
-            "UPDATE planner_state SET updated_at = now() - interval '1 hour' WHERE key = 'round'"
-        )
+        warm = time.time()
+        await asyncio.sleep(MIN_COMPARE_SECONDS)
+        await allow_round(pool)
         await wait_for(
             pool, "SELECT 1 FROM planner_state WHERE key = 'round_seconds'", 240.0
         )
-        round_end = (await pool.fetchval(
-            "SELECT extract(epoch FROM updated_at) FROM planner_state WHERE key = 'round_seconds'"
-        ))
-        round_seconds = await pool.fetchval(
-            "SELECT value FROM planner_state WHERE key = 'round_seconds'"
+        await block_rounds(pool)  # the rate after the round is measured without one
+        round_end, round_seconds = await pool.fetchrow(
+            "SELECT extract(epoch FROM updated_at)::float8, value FROM planner_state "
+            "WHERE key = 'round_seconds'"
         )
-        round_end = float(round_end)
-        during = await fetches_between(pool, round_end - round_seconds, round_end)
+        round_start = round_end - round_seconds
+        # As long before the round as the warm-up allows (the machine's load drifts on the
+        # scale of the round), and as long after it.
+        before_start = max(warm, round_start - min(round_seconds, MAX_COMPARE_SECONDS))
+        after_end = round_end + (round_start - before_start)
+        await asyncio.sleep(max(0.0, after_end - time.time()))
+        before = await fetches_between(pool, before_start, round_start)
+        during = await fetches_between(pool, round_start, round_end)
+        after = await fetches_between(pool, round_end, after_end)
+        rounds = await pool.fetchval("SELECT value FROM planner_state WHERE key = 'round'")
         out = await stop_daemon(proc)
         rescheduled = await pool.fetchval(
             "SELECT count(*) FROM urls WHERE fetch_rate_per_day <> 1.0 AND importance < 1e-3"
@@ -121,13 +173,18 @@ async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
             await stop_daemon(proc)
         await pool.close()
         await runner.cleanup()
-    print(f"fetch rate {baseline:.0f}/s without a round, {during:.0f}/s during a "
-          f"{round_seconds:.1f} s round that rescheduled {rescheduled} URLs")
-    assert round_seconds >= 1.0, out[-3000:]  # a round that spans hundreds of fetches
-    assert rescheduled > 0.5 * IDLE_HOSTS * IDLE_PER_HOST
-    # Issue 13's target is 80%. On 2 cores the daemon, the planner process, PostgreSQL, the
-    # test's own servers and (under xdist) another test share the CPU, and back-to-back 10 s
-    # windows vary by ±20% on their own: 76% was measured on an idle machine, 56% beside another
-    # test. The suite guards against the planner stalling the fetch loop (a stall gives ~0);
-    # the 80% figure is reported above and in the README, not enforced here.
-    assert during >= 0.35 * baseline, (baseline, during, out[-3000:])
+    return RoundRates(before, during, after, round_seconds, rescheduled, rounds, out)
+
+
+async def test_fetch_rate_holds_during_a_planner_round(db_url: str) -> None:
+    m = await measure_round(db_url)
+    out = m.output[-3000:]
+    print(f"fetch rate {m.before:.0f}/s before, {m.during:.0f}/s during a "
+          f"{m.round_seconds:.1f} s round that rescheduled {m.rescheduled} URLs, "
+          f"{m.after:.0f}/s after: {m.ratio:.0%} of the rate without a round")
+    assert m.rounds == 1, out  # exactly the round measured
+    assert m.round_seconds >= 1.0, out  # a round that spans hundreds of fetches
+    assert m.rescheduled > 0.5 * IDLE_HOSTS * IDLE_PER_HOST
+    assert "deadlock" not in m.output, out
+    assert m.after > 0.25 * m.before, out  # fetching goes on after the round
+    assert m.ratio >= 0.8, (m.before, m.during, m.after, out)
