@@ -163,12 +163,16 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
     brackets = record.change_brackets_days
     periodic = record.periodic
     lm_history, lm_evidence = record.last_modified_history, record.last_modified_evidence_days
+    # A 304 need not repeat the Last-Modified it confirms.
+    last_modified = result.last_modified or (
+        record.last_modified if obs.outcome == NOT_MODIFIED else None
+    )
     if obs.changed is not None and record.last_fetched_at is not None:
         interval_days = (obs.fetched_at - record.last_fetched_at) / SECONDS_PER_DAY
         if interval_days > 0:
             history = history.observe(interval_days, obs.changed)
             lm_history, lm_evidence = observe_last_modified(
-                record, obs.fetched_at, result.last_modified, interval_days, obs.changed
+                record, obs.fetched_at, last_modified, interval_days, obs.changed
             )
             start_days = record.last_fetched_at / SECONDS_PER_DAY
             end_days = obs.fetched_at / SECONDS_PER_DAY
@@ -176,7 +180,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
                 dated_change_days(
                     start_days,
                     end_days,
-                    _days(result.last_modified),
+                    _days(last_modified),
                     _days(record.last_modified),
                 )
                 if obs.changed
@@ -202,9 +206,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
             record.region.key if obs.outcome == OK else record.fingerprint_region
         ),
         etag=result.etag if obs.outcome == OK else (result.etag or record.etag),
-        last_modified=result.last_modified or (
-            record.last_modified if obs.outcome == NOT_MODIFIED else None
-        ),
+        last_modified=last_modified,
         fetch_count=record.fetch_count + 1,
         change_count=record.change_count + (1 if obs.changed else 0),
         consecutive_failures=0,
