@@ -98,13 +98,17 @@ def test_dates_that_are_not_credible_leave_the_interval_posterior(dated: str) ->
     record = crawl(dated)
     assert dated_history(record) is None
     assert known_change_rate_per_day(record) is None
-    assert estimated_rate_per_day(record, POLICY) == pytest.approx(interval_posterior(record), rel=1e-4)
+    assert estimated_rate_per_day(record, POLICY) == pytest.approx(
+        interval_posterior(record), rel=1e-4
+    )
 
 
 def test_too_few_dated_fetches_say_nothing() -> None:
     record = crawl("late", fetches=3)
     assert dated_history(record) is None
-    assert estimated_rate_per_day(record, POLICY) == pytest.approx(interval_posterior(record), rel=1e-4)
+    assert estimated_rate_per_day(record, POLICY) == pytest.approx(
+        interval_posterior(record), rel=1e-4
+    )
 
 
 def test_dates_that_move_under_the_simhash_threshold_are_not_used() -> None:
@@ -116,7 +120,9 @@ def test_dates_that_move_under_the_simhash_threshold_are_not_used() -> None:
         record = fetch(record, now, i // 2, now - 0.25 * DAY, cosmetic=i)
     assert record.change_count == 5
     assert dated_history(record) is None
-    assert estimated_rate_per_day(record, POLICY) == pytest.approx(interval_posterior(record), rel=1e-4)
+    assert estimated_rate_per_day(record, POLICY) == pytest.approx(
+        interval_posterior(record), rel=1e-4
+    )
 
 
 def test_a_304_without_a_date_keeps_the_evidence() -> None:
