@@ -42,10 +42,7 @@ class Events(Protocol):
         """A fetch was recorded in the database (every outcome, including errors)."""
 
     def frontier_sampled(
-        self,
-        urls_by_state: dict[str, int],
-        due: int,
-        most_overdue_seconds: float,
+        self, urls_by_state: dict[str, int], due: int, most_overdue_seconds: float,
         hosts_leased: int,
     ) -> None:
         """The frontier's size and backlog, sampled from the database."""
@@ -76,12 +73,8 @@ class Events(Protocol):
         """Hosts now in backoff, and hosts whose circuit breaker is open (no requests sent)."""
 
     def plan_solved(
-        self,
-        mu: float,
-        budget_per_day: float,
-        achieved_fetch_rate_per_day: float,
-        prior_shape: float,
-        prior_mean_rate_per_day: float,
+        self, mu: float, budget_per_day: float, achieved_fetch_rate_per_day: float,
+        prior_shape: float, prior_mean_rate_per_day: float,
     ) -> None:
         """The planner solved for μ under its budget, with the empirical-Bayes prior it fitted;
         the achieved rate is measured, all daemons."""
@@ -278,10 +271,7 @@ class Metrics:
             self.simhash_distance.observe(obs.simhash_distance)
 
     def frontier_sampled(
-        self,
-        urls_by_state: dict[str, int],
-        due: int,
-        most_overdue_seconds: float,
+        self, urls_by_state: dict[str, int], due: int, most_overdue_seconds: float,
         hosts_leased: int,
     ) -> None:
         from crawler.db.schema import URL_STATES
@@ -326,12 +316,8 @@ class Metrics:
         self.circuit_breakers_open.set(circuit_open)
 
     def plan_solved(
-        self,
-        mu: float,
-        budget_per_day: float,
-        achieved_fetch_rate_per_day: float,
-        prior_shape: float,
-        prior_mean_rate_per_day: float,
+        self, mu: float, budget_per_day: float, achieved_fetch_rate_per_day: float,
+        prior_shape: float, prior_mean_rate_per_day: float,
     ) -> None:
         self.planner_prior_shape.set(prior_shape)
         self.planner_prior_mean_rate.set(prior_mean_rate_per_day / SECONDS_PER_DAY)

@@ -189,6 +189,21 @@ def last_modified_rate(fetches: int, changes: int, observed_days: float) -> floa
     return rate if rate > 0.0 else None
 
 
+def known_times_posterior_rate(history: LastModifiedHistory, prior: GammaPrior) -> float:
+    """Posterior mean of lam (per day) when every change's time is known: the Last-Modified
+    counterpart of ``fast_posterior_rate``, under the same Gamma prior.
+
+    A changed interval (a, b] whose last change is dated m has likelihood
+    lam e^{-lam (b - m)} (the density of the last event of a Poisson process before b), an
+    unchanged one e^{-lam (b - a)}; together lam^X e^{-lam T}, with X and T as
+    ``LastModifiedHistory`` keeps them. That is conjugate to the prior, so the posterior mean is
+    (shape + X) / (rate + T): exact, no search, and shrunk toward the population's mean for a
+    short history, where Cho & Garcia-Molina's bias-corrected ``last_modified_rate`` is still
+    noisy (docs/MODEL.md section 2.4).
+    """
+    return (prior.shape + history.changes) / (prior.rate + history.observed_days)
+
+
 def last_modified_is_credible(
     last_modified_days: Sequence[float],
     fetched_at_days: Sequence[float],

@@ -2,11 +2,14 @@
 
 Cho & Garcia-Molina (2003) estimate a page's change rate from the Last-Modified date: a fetch
 that finds a change saw the page unchanged only since its last modification, not since the
-previous fetch. The estimator (``crawler.core.estimate.last_modified_rate``) is given only for
-URLs whose recent Last-Modified headers pass the credibility test
-(``last_modified_is_credible``: not stamped with the response time, not in the future, never
-going backwards). The schedule uses the dates to time changes for the period detector
-(``crawler.core.observe``), not this rate: docs/MODEL.md section 2.4 says why. Pure.
+previous fetch. A URL's dates are used (``dated_history``) only when its recent Last-Modified
+headers pass the credibility test (``last_modified_is_credible``: not stamped with the response
+time, not in the future, never going backwards) and have agreed with the fingerprint on every
+fetch since the evidence began: the date moved exactly when the simhash saw a change. A server
+whose date also moves for edits under the simhash threshold (a counter, an ad slot) dates
+changes the crawler does not count, and its dates would time the wrong events. The schedule
+then takes the known-change-time posterior as the rate (``crawler.core.schedule``), and the
+period detector gets each change dated to the minute (``crawler.core.observe``). Pure.
 """
 
 from __future__ import annotations
@@ -33,10 +36,14 @@ def observe_last_modified(
 ) -> tuple[LastModifiedHistory, tuple[float, ...]]:
     """The URL's Last-Modified statistics and evidence after a content fetch.
 
-    A fetch without the header breaks the evidence: the server does not date this page
-    consistently, so both start again.
+    Both start again when the fetch has no date (the server does not date this page
+    consistently) or when the date disagrees with the fingerprint: it moved though the simhash
+    saw no change, or it did not move though the simhash saw one.
     """
     if last_modified is None:
+        return LastModifiedHistory(), ()
+    previous = record.last_modified
+    if previous is not None and changed != (last_modified > previous):
         return LastModifiedHistory(), ()
     evidence = (
         *record.last_modified_evidence_days,
@@ -49,13 +56,23 @@ def observe_last_modified(
     return history, evidence
 
 
-def known_change_rate_per_day(record: UrlRecord) -> float | None:
-    """The Last-Modified estimate of the URL's change rate, or None when the evidence is too
-    thin or not credible (the caller then uses the posterior)."""
+def dated_history(record: UrlRecord) -> LastModifiedHistory | None:
+    """The URL's known-change-time statistics when its dates can be used, else None (the
+    caller then uses the interval posterior): enough dated fetches, all credible and in
+    agreement with the fingerprint (``observe_last_modified`` restarts them otherwise)."""
     evidence = record.last_modified_evidence_days
     if len(evidence) < 2 * MIN_EVIDENCE_PAIRS:
         return None
     if not last_modified_is_credible(evidence[::2], evidence[1::2]):
         return None
-    h = record.last_modified_history
-    return last_modified_rate(h.fetches, h.changes, h.observed_days)
+    return record.last_modified_history
+
+
+def known_change_rate_per_day(record: UrlRecord) -> float | None:
+    """Cho & Garcia-Molina's Last-Modified estimate of the URL's change rate, or None when
+    the dates cannot be used (reported by ``crawler plan``-style tools; the schedule uses the
+    posterior form, ``crawler.core.estimate.known_times_posterior_rate``)."""
+    history = dated_history(record)
+    if history is None:
+        return None
+    return last_modified_rate(history.fetches, history.changes, history.observed_days)

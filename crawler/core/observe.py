@@ -153,44 +153,33 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
         )
     if obs.outcome == REDIRECT:
         # Moved permanently: the URL now points elsewhere; its target is a URL of its own.
-        return replace_record(
-            record,
-            state=UrlState.REDIRECTED,
-            last_status=obs.status,
-            fetch_count=record.fetch_count + 1,
-            consecutive_failures=0,
-        )
+        return _without_content(record, obs, UrlState.REDIRECTED, consecutive_failures=0)
     if obs.outcome == GONE:
         # A lifespan ends; consecutive_failures counts the gone answers in a row.
-        return replace_record(
-            record,
-            state=UrlState.GONE,
-            last_status=obs.status,
-            fetch_count=record.fetch_count + 1,
-            consecutive_failures=record.consecutive_failures + 1,
+        return _without_content(
+            record, obs, UrlState.GONE, consecutive_failures=record.consecutive_failures + 1
         )
     if obs.outcome not in (OK, NOT_MODIFIED):
-        return replace_record(
-            record,
-            state=(
-                UrlState.ERROR
-                if record.state in (UrlState.NEW, UrlState.ERROR)
-                else record.state
-            ),
-            last_status=obs.status,
-            fetch_count=record.fetch_count + 1,
+        # A failure: a URL never fetched, or failing already, is in error; others keep state.
+        failing = record.state in (UrlState.NEW, UrlState.ERROR)
+        return _without_content(
+            record, obs, UrlState.ERROR if failing else record.state,
             consecutive_failures=record.consecutive_failures + 1,
         )
     history = record.history
     brackets = record.change_brackets_days
     periodic = record.periodic
     lm_history, lm_evidence = record.last_modified_history, record.last_modified_evidence_days
+    # A 304 need not repeat the Last-Modified it confirms.
+    last_modified = result.last_modified
+    if last_modified is None and obs.outcome == NOT_MODIFIED:
+        last_modified = record.last_modified
     if obs.changed is not None and record.last_fetched_at is not None:
         interval_days = (obs.fetched_at - record.last_fetched_at) / SECONDS_PER_DAY
         if interval_days > 0:
             history = history.observe(interval_days, obs.changed)
             lm_history, lm_evidence = observe_last_modified(
-                record, obs.fetched_at, result.last_modified, interval_days, obs.changed
+                record, obs.fetched_at, last_modified, interval_days, obs.changed
             )
             start_days = record.last_fetched_at / SECONDS_PER_DAY
             end_days = obs.fetched_at / SECONDS_PER_DAY
@@ -198,7 +187,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
                 dated_change_days(
                     start_days,
                     end_days,
-                    _days(result.last_modified),
+                    _days(last_modified),
                     _days(record.last_modified),
                 )
                 if obs.changed
@@ -224,9 +213,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
             record.region.key if obs.outcome == OK else record.fingerprint_region
         ),
         etag=result.etag if obs.outcome == OK else (result.etag or record.etag),
-        last_modified=result.last_modified or (
-            record.last_modified if obs.outcome == NOT_MODIFIED else None
-        ),
+        last_modified=last_modified,
         fetch_count=record.fetch_count + 1,
         change_count=record.change_count + (1 if obs.changed else 0),
         consecutive_failures=0,
@@ -235,6 +222,20 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
         periodic=periodic,
         last_modified_history=lm_history,
         last_modified_evidence_days=lm_evidence,
+    )
+
+
+def _without_content(
+    record: UrlRecord, obs: Observation, state: UrlState, *, consecutive_failures: int
+) -> UrlRecord:
+    """The URL after a fetch that brought no content: counted, its status kept, its history
+    untouched."""
+    return replace_record(
+        record,
+        state=state,
+        last_status=obs.status,
+        fetch_count=record.fetch_count + 1,
+        consecutive_failures=consecutive_failures,
     )
 
 

@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from crawler.core.estimate import DEFAULT_PRIOR, GammaPrior, fast_posterior_rate
+from crawler.core.estimate import (
+    DEFAULT_PRIOR,
+    GammaPrior,
+    fast_posterior_rate,
+    known_times_posterior_rate,
+)
+from crawler.core.last_modified import dated_history
 from crawler.core.model import (
     CONTENT_OUTCOMES,
     DISALLOWED,
@@ -78,13 +84,18 @@ def estimated_rate_per_day(record: UrlRecord, policy: SchedulePolicy) -> float:
     Garcia-Molina's Last-Modified estimate reads one change every few minutes, and the
     planner starved exactly the pages it timed best.
 
-    A credible Last-Modified enters through the period detector (it dates each change to
-    the minute: ``crawler.core.observe``), not as the rate: on grimes its known-change-time
-    estimate scheduled worse than the interval posterior (docs/MODEL.md section 2.4).
+    When the URL's Last-Modified dates are credible and agree with its fingerprint
+    (``crawler.core.last_modified.dated_history``), each change's time is known, and the rate
+    is the known-change-time posterior under the same prior instead: a fetch that finds a
+    change then tells how long the page stayed unchanged, not only that it changed
+    (docs/MODEL.md section 2.4).
     """
-    rate = fast_posterior_rate(
-        record.history, policy.prior_for(record.host_id), record.change_rate_per_day
-    )
+    prior = policy.prior_for(record.host_id)
+    dated = dated_history(record)
+    if dated is not None:
+        rate = known_times_posterior_rate(dated, prior)
+    else:
+        rate = fast_posterior_rate(record.history, prior, record.change_rate_per_day)
     model = timing_model(record, policy)
     if model is not None:
         rate = min(rate, 1.0 / model.period_days)

@@ -19,6 +19,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -153,19 +154,28 @@ async def _check_database(url: str) -> str | None:
         await conn.close()
 
 
+async def _unless_stopped(task: asyncio.Task[Any], shutdown: Shutdown) -> bool:
+    """Wait for ``task`` or a stop signal, whichever comes first: True when the task is done;
+    after a signal the task is cancelled and awaited (a start-up error it raised meanwhile is
+    moot), and False."""
+    stop_wait = asyncio.create_task(shutdown.stop.wait())
+    await asyncio.wait([task, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+    stop_wait.cancel()
+    if task.done():
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, StartupError):
+        await task
+    return False
+
+
 async def preflight(url: str, shutdown: Shutdown) -> bool:
     """The database checks of ``--processes N``'s parent, before it forks: one line and exit 2
     (``StartupError``) when they fail; False when a signal came first (stop, exit 0)."""
     shutdown.attach()
     try:
         check = asyncio.create_task(_check_database(url))
-        stop_wait = asyncio.create_task(shutdown.stop.wait())
-        await asyncio.wait([check, stop_wait], return_when=asyncio.FIRST_COMPLETED)
-        stop_wait.cancel()
-        if not check.done():
-            check.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StartupError):
-                await check
+        if not await _unless_stopped(check, shutdown):
             return False
         current, head = check.result(), migrate.head_revision()
         if current != head:
@@ -213,13 +223,7 @@ async def run_daemon(
             start = asyncio.create_task(
                 _start(stack, settings, url, metrics or Metrics(), supervised, plans)
             )
-            stop_wait = asyncio.create_task(shutdown.stop.wait())
-            await asyncio.wait([start, stop_wait], return_when=asyncio.FIRST_COMPLETED)
-            stop_wait.cancel()
-            if not start.done():
-                start.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StartupError):
-                    await start
+            if not await _unless_stopped(start, shutdown):
                 log.info("stopped during start-up")
                 return 0
             daemon = start.result()

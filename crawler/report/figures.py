@@ -67,6 +67,20 @@ def _new_axes() -> tuple[Figure, Axes]:
     return figure, figure.add_subplot()
 
 
+def _label(
+    axes: Any, x: str, y: str, title: str, *, grid: str | None = "major", legend: str | None = None
+) -> None:
+    """Axis labels and title, the faint grid, and the legend where there is one: every
+    figure's finish."""
+    axes.set_xlabel(x)
+    axes.set_ylabel(y)
+    axes.set_title(title)
+    if grid is not None:
+        axes.grid(True, which=grid, alpha=0.3)
+    if legend is not None:
+        axes.legend(loc=legend)
+
+
 def _save_figure(figure: Figure, path: Path) -> Path:
     """Write the PNG; when its tick labels clash, thin them out and write it again.
 
@@ -246,11 +260,10 @@ def draw_lifetime_cdf(
         )
     axes.set_xscale("log")
     axes.set_ylim(0.0, 1.02)
-    axes.set_xlabel(f"interval between detected changes ({unit.name})")
-    axes.set_ylabel("fraction of intervals ≤ x")
-    axes.set_title("Lifetime CDF: observed and fitted")
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend(loc="lower right")
+    _label(
+        axes, f"interval between detected changes ({unit.name})", "fraction of intervals ≤ x",
+        "Lifetime CDF: observed and fitted", grid="both", legend="lower right",
+    )
     return figure
 
 
@@ -290,11 +303,10 @@ def draw_mean_lifetime(
         unit.of(grid), density, color="tab:blue",
         label=f"Weibull(shape {shape:.3g}, scale {unit.of(scale_days):.3g} {unit.name})",
     )
-    axes.set_xlabel(f"mean lifetime t = 1/λ ({unit.name})")
-    axes.set_ylabel(f"density (per {unit.name.rstrip('s')})")
-    axes.set_title("Distribution of mean lifetimes")
-    axes.grid(True, alpha=0.3)
-    axes.legend(loc="upper right")
+    _label(
+        axes, f"mean lifetime t = 1/λ ({unit.name})", f"density (per {unit.name.rstrip('s')})",
+        "Distribution of mean lifetimes", legend="upper right",
+    )
     return figure
 
 
@@ -353,11 +365,10 @@ def draw_level_set(
     axes.plot(unit.of(betas), unit.of(betas), color="0.6", linestyle=":", label="T = β")
     axes.set_xlim(0.0, float(unit.of(beta_max)))
     axes.set_ylim(bottom=0.0)
-    axes.set_xlabel(f"grace period β ({unit.name})")
-    axes.set_ylabel(f"re-fetch period T ({unit.name})")
-    axes.set_title(f"({alpha:g}, β)-currency: re-fetch period against grace period")
-    axes.grid(True, alpha=0.3)
-    axes.legend(loc="upper left")
+    _label(
+        axes, f"grace period β ({unit.name})", f"re-fetch period T ({unit.name})",
+        f"({alpha:g}, β)-currency: re-fetch period against grace period", legend="upper left",
+    )
     return figure
 
 
@@ -386,9 +397,10 @@ def draw_change_arrivals(times_seconds: Sequence[float]) -> Figure | None:
     for day_start in range(24, HOURS_PER_WEEK, 24):
         axes.axvline(day_start, color="0.7", linewidth=0.8)
     axes.set_xlim(0, HOURS_PER_WEEK)
-    axes.set_xlabel("hour of the week (UTC)")
-    axes.set_ylabel("changes detected")
-    axes.set_title(f"Change arrivals by hour of week ({len(times_seconds)} changes)")
+    _label(
+        axes, "hour of the week (UTC)", "changes detected",
+        f"Change arrivals by hour of week ({len(times_seconds)} changes)", grid=None,
+    )
     return figure
 
 
@@ -409,10 +421,10 @@ def draw_change_rates(change_rates_per_day: Sequence[float]) -> Figure | None:
     figure, axes = _new_axes()
     _log_histogram(axes, rates, "tab:blue", "per day")
 
-    axes.set_xlabel("estimated change rate λ (changes per day)")
-    axes.set_ylabel("URLs")
-    axes.set_title(f"Estimated change rates ({rates.size} URLs)")
-    axes.grid(True, alpha=0.3)
+    _label(
+        axes, "estimated change rate λ (changes per day)", "URLs",
+        f"Estimated change rates ({rates.size} URLs)",
+    )
     return figure
 
 
@@ -431,8 +443,8 @@ def draw_revisit_intervals(intervals_days: Sequence[float]) -> Figure | None:
     figure, axes = _new_axes()
     _log_histogram(axes, shown, "tab:green", unit.name)
 
-    axes.set_xlabel(f"revisit interval 1/f chosen by the planner ({unit.name})")
-    axes.set_ylabel("URLs")
-    axes.set_title(f"Planned revisit intervals ({intervals.size} URLs)")
-    axes.grid(True, alpha=0.3)
+    _label(
+        axes, f"revisit interval 1/f chosen by the planner ({unit.name})", "URLs",
+        f"Planned revisit intervals ({intervals.size} URLs)",
+    )
     return figure

@@ -28,16 +28,11 @@ class Policy(Protocol):
     def initial_fetch_times(self) -> FloatArray: ...
 
     def after_fetch(
-        self,
-        page: int,
-        now_days: float,
-        interval_days: float,
-        changed: bool,
-        last_change_days: float | None = None,
+        self, page: int, now_days: float, changed: bool, last_change: float | None
     ) -> float:
         """Record what the fetch saw; return the page's next fetch time (days).
 
-        `last_change_days` is the page's truthful Last-Modified, for pages that send one."""
+        `last_change` is the page's truthful Last-Modified (days), for pages that send one."""
         ...
 
     def on_day(self, now_days: float) -> None:
@@ -45,25 +40,30 @@ class Policy(Protocol):
         ...
 
 
+def _random_phase(rng: np.random.Generator, intervals_days: FloatArray) -> FloatArray:
+    """First fetch times: each page at a random point of its first interval."""
+    return np.asarray(rng.random(intervals_days.size) * intervals_days)
+
+
 class _IntervalPolicy:
-    """Fixed per-page intervals, started at a random phase."""
+    """Per-page intervals, started at a random phase; fixed unless `next_interval` adapts."""
 
     def __init__(self, intervals_days: FloatArray, rng: np.random.Generator) -> None:
-        self.intervals_days = intervals_days
+        self.intervals_days = intervals_days.tolist()
         self.rng = rng
 
+    def next_interval(self, interval_days: float, changed: bool) -> float:
+        return interval_days
+
     def initial_fetch_times(self) -> FloatArray:
-        return np.asarray(self.rng.random(self.intervals_days.size) * self.intervals_days)
+        return _random_phase(self.rng, np.asarray(self.intervals_days))
 
     def after_fetch(
-        self,
-        page: int,
-        now_days: float,
-        interval_days: float,
-        changed: bool,
-        last_change_days: float | None = None,
+        self, page: int, now_days: float, changed: bool, last_change: float | None
     ) -> float:
-        return now_days + float(self.intervals_days[page])
+        interval = self.next_interval(self.intervals_days[page], changed)
+        self.intervals_days[page] = interval
+        return now_days + interval
 
     def on_day(self, now_days: float) -> None:
         return None
@@ -86,7 +86,7 @@ def oracle(population: Population, budget_per_day: float, rng: np.random.Generat
     return _IntervalPolicy(1.0 / result.rates_per_day, rng)
 
 
-class _MultiplicativePolicy:
+class _MultiplicativePolicy(_IntervalPolicy):
     """Adaptive intervals: shrink after a change, grow otherwise, within bounds."""
 
     def __init__(
@@ -98,10 +98,9 @@ class _MultiplicativePolicy:
         rng: np.random.Generator,
     ) -> None:
         start = min(max(start_interval_days, min_interval_days), max_interval_days)
-        self.intervals_days = [start] * pages
+        super().__init__(np.full(pages, start), rng)
         self.min_interval_days = min_interval_days
         self.max_interval_days = max_interval_days
-        self.rng = rng
 
     def shrink(self, interval_days: float) -> float:
         raise NotImplementedError
@@ -109,26 +108,9 @@ class _MultiplicativePolicy:
     def grow(self, interval_days: float) -> float:
         raise NotImplementedError
 
-    def initial_fetch_times(self) -> FloatArray:
-        intervals = np.asarray(self.intervals_days)
-        return np.asarray(self.rng.random(intervals.size) * intervals)
-
-    def after_fetch(
-        self,
-        page: int,
-        now_days: float,
-        interval_days: float,
-        changed: bool,
-        last_change_days: float | None = None,
-    ) -> float:
-        current = self.intervals_days[page]
-        updated = self.shrink(current) if changed else self.grow(current)
-        updated = min(max(updated, self.min_interval_days), self.max_interval_days)
-        self.intervals_days[page] = updated
-        return now_days + updated
-
-    def on_day(self, now_days: float) -> None:
-        return None
+    def next_interval(self, interval_days: float, changed: bool) -> float:
+        updated = self.shrink(interval_days) if changed else self.grow(interval_days)
+        return min(max(updated, self.min_interval_days), self.max_interval_days)
 
 
 class _Nutch(_MultiplicativePolicy):
@@ -211,19 +193,13 @@ class Optimal:
         self._solve_mu()
 
     def initial_fetch_times(self) -> FloatArray:
-        interval = self.pages / self.budget_per_day
-        return np.asarray(self.rng.random(self.pages) * interval)
+        return _random_phase(self.rng, np.full(self.pages, self.pages / self.budget_per_day))
 
     def after_fetch(
-        self,
-        page: int,
-        now_days: float,
-        interval_days: float,
-        changed: bool,
-        last_change_days: float | None = None,
+        self, page: int, now_days: float, changed: bool, last_change: float | None
     ) -> float:
         self.versions[page] += changed
-        result = simulated_result(now_days, self.versions[page], last_change_days)
+        result = simulated_result(now_days, self.versions[page], last_change)
         record, schedule = simulated_fetch(self.records[page], result, self.config)
         self.records[page] = record
         self.min_intervals[page] = min_interval_days(record, self.policy)

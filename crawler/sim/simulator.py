@@ -143,9 +143,13 @@ def _simulate(
         changed = account(page, now)
         interval = now - last_fetch[page]
         last_fetch[page] = now
-        last_change = times[next_change[page] - 1] if changed and dated[page] else None
+        # A dated page's server sends its latest change on every response, changed or not
+        # (the page's creation, time 0, before its first change).
+        last_change = None
+        if dated[page]:
+            last_change = times[next_change[page] - 1] if next_change[page] > offsets[page] else 0.0
         next_time = (
-            policy.after_fetch(page, now, interval, changed, last_change) if interval > 0.0 else now
+            policy.after_fetch(page, now, changed, last_change) if interval > 0.0 else now
         )
         heapq.heapreplace(heap, (next_time, page))
     for page in range(pages):

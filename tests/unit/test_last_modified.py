@@ -1,5 +1,7 @@
-"""Last-Modified evidence reaches the daemon's estimate only when the server's dates are
-credible (Cho & Garcia-Molina 2003's estimator for known change times)."""
+"""Last-Modified evidence sets the daemon's rate estimate when the server's dates are credible
+and agree with the fingerprint: the known-change-time posterior (Cho & Garcia-Molina 2003's
+setting, under the population prior), through the one transition the worker and the simulator
+share."""
 
 from __future__ import annotations
 
@@ -7,8 +9,13 @@ import pytest
 
 from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
-from crawler.core.estimate import last_modified_rate, posterior_rate
-from crawler.core.last_modified import known_change_rate_per_day
+from crawler.core.estimate import (
+    GammaPrior,
+    fast_posterior_rate,
+    known_times_posterior_rate,
+    last_modified_rate,
+)
+from crawler.core.last_modified import dated_history, known_change_rate_per_day
 from crawler.core.model import SECONDS_PER_DAY, FetchResult, Outcome, UrlRecord
 from crawler.core.schedule import estimated_rate_per_day
 from crawler.core.transition import HostContext, transition
@@ -17,52 +24,123 @@ DAY = SECONDS_PER_DAY
 START = 1_800_000_000.0
 CONFIG = transition_config(
     default_settings(),
-    schedule_policy(default_settings(), mode="uniform", default_interval_seconds=DAY),
+    schedule_policy(
+        default_settings(), mode="uniform", default_interval_seconds=DAY,
+        prior=GammaPrior(0.5, 2.0),
+    ),
     simhash_threshold=6, max_outlinks=10, max_depth=3,
 )
+POLICY = CONFIG.schedule
 HOST = HostContext(HostHealth(), 1.0, 0.0)
 
 
-def body(version: int) -> bytes:
+def body(version: int, cosmetic: int = 0) -> bytes:
     words = " ".join(f"v{version}w{i}" for i in range(200))
-    return f"<html><body><p>{words}</p></body></html>".encode()
+    return f"<html><body><p>{words}</p><p>{cosmetic}</p></body></html>".encode()
+
+
+def fetch(record: UrlRecord, now: float, version: int, modified: float | None,
+          cosmetic: int = 0) -> UrlRecord:
+    result = FetchResult(now, 0.1, Outcome.OK, status=200, body=body(version, cosmetic),
+                         content_type="text/html", last_modified=modified)
+    return transition(record, result, HOST, CONFIG, now=now, rng_value=0.5).record
 
 
 def crawl(dated: str, fetches: int = 12) -> UrlRecord:
-    """Daily fetches of a page that changes every second day, at noon of the day before."""
+    """Daily fetches of a page that changes every second day, dated as ``dated`` says:
+    "late" a quarter day before the fetch that finds it, "early" three quarters of a day
+    before, "stamped" with the response time, "none" without a date."""
     record = UrlRecord(1, "http://a.test/")
     for i in range(fetches):
         now = START + i * DAY
         version = i // 2
-        modified = {"true": START + (2 * version - 0.5) * DAY, "stamped": now, "none": None}
-        result = FetchResult(now, 0.1, Outcome.OK, status=200, body=body(version),
-                             content_type="text/html", last_modified=modified[dated])
-        record = transition(record, result, HOST, CONFIG, now=now, rng_value=0.5).record
+        changed_at = START + 2 * version * DAY
+        modified = {
+            "late": changed_at - 0.25 * DAY,
+            "early": changed_at - 0.75 * DAY,
+            "stamped": now,
+            "none": None,
+        }[dated]
+        record = fetch(record, now, version, modified)
     return record
 
 
-def test_credible_dates_give_cho_and_garcia_molinas_estimate() -> None:
-    record = crawl("true")
-    h = record.last_modified_history
-    assert h.changes > 0
-    known = known_change_rate_per_day(record)
-    assert known == pytest.approx(last_modified_rate(h.fetches, h.changes, h.observed_days))
-    # The page changes every 2 days: the known-times estimate is close to 0.5/day.
-    assert known == pytest.approx(0.5, rel=0.5)
-    # The schedule's rate stays the interval posterior (the dates reach the period detector
-    # instead: docs/MODEL.md section 2.4); measured on grimes, it schedules better.
-    posterior = posterior_rate(record.history, CONFIG.schedule.prior)
-    assert estimated_rate_per_day(record, CONFIG.schedule) == pytest.approx(posterior, rel=0.03)
+def interval_posterior(record: UrlRecord) -> float:
+    return fast_posterior_rate(record.history, POLICY.prior)
+
+
+@pytest.mark.parametrize("dated", ["late", "early"])
+def test_credible_dates_set_the_rate(dated: str) -> None:
+    record = crawl(dated)
+    history = dated_history(record)
+    assert history is not None and history.changes == 5
+    # Unchanged for 6 whole days, and before each of the 5 changes for 1/4 (or 3/4) of a day.
+    stretch = 0.25 if dated == "late" else 0.75
+    assert history.observed_days == pytest.approx(6.0 + 5 * stretch)
+    assert estimated_rate_per_day(record, POLICY) == pytest.approx(
+        known_times_posterior_rate(history, POLICY.prior)
+    )
+    assert estimated_rate_per_day(record, POLICY) == pytest.approx(
+        (0.5 + 5) / (2.0 + 6.0 + 5 * stretch)
+    )
+
+
+def test_the_rate_depends_on_when_the_dates_put_the_changes() -> None:
+    # Same fetches, same changes seen: the interval posterior cannot tell the two pages apart;
+    # the dates can (a page that was unchanged longer before each change changes less often).
+    late, early = crawl("late"), crawl("early")
+    assert interval_posterior(late) == pytest.approx(interval_posterior(early), rel=1e-9)
+    assert estimated_rate_per_day(late, POLICY) > 1.2 * estimated_rate_per_day(early, POLICY)
 
 
 @pytest.mark.parametrize("dated", ["stamped", "none"])
-def test_dates_that_are_not_credible_leave_the_posterior(dated: str) -> None:
+def test_dates_that_are_not_credible_leave_the_interval_posterior(dated: str) -> None:
     record = crawl(dated)
+    assert dated_history(record) is None
     assert known_change_rate_per_day(record) is None
-    posterior = posterior_rate(record.history, CONFIG.schedule.prior)
-    # The schedule's fast estimator, within its stated 3% of the exact posterior.
-    assert estimated_rate_per_day(record, CONFIG.schedule) == pytest.approx(posterior, rel=0.03)
+    assert estimated_rate_per_day(record, POLICY) == pytest.approx(
+        interval_posterior(record), rel=1e-4
+    )
 
 
 def test_too_few_dated_fetches_say_nothing() -> None:
-    assert known_change_rate_per_day(crawl("true", fetches=3)) is None
+    record = crawl("late", fetches=3)
+    assert dated_history(record) is None
+    assert estimated_rate_per_day(record, POLICY) == pytest.approx(
+        interval_posterior(record), rel=1e-4
+    )
+
+
+def test_dates_that_move_under_the_simhash_threshold_are_not_used() -> None:
+    # The date moves at every fetch (a counter on the page), the text only every second day:
+    # the dates time edits the crawler does not count as changes.
+    record = UrlRecord(1, "http://a.test/")
+    for i in range(12):
+        now = START + i * DAY
+        record = fetch(record, now, i // 2, now - 0.25 * DAY, cosmetic=i)
+    assert record.change_count == 5
+    assert dated_history(record) is None
+    assert estimated_rate_per_day(record, POLICY) == pytest.approx(
+        interval_posterior(record), rel=1e-4
+    )
+
+
+def test_a_304_without_a_date_keeps_the_evidence() -> None:
+    record = crawl("late")
+    before = dated_history(record)
+    assert before is not None
+    now = START + 12 * DAY
+    result = FetchResult(now, 0.1, Outcome.NOT_MODIFIED, status=304)
+    after = transition(record, result, HOST, CONFIG, now=now, rng_value=0.5).record
+    history = dated_history(after)
+    assert history is not None
+    assert (history.fetches, history.changes) == (before.fetches + 1, before.changes)
+    assert history.observed_days == pytest.approx(before.observed_days + 1.0)
+
+
+def test_cho_and_garcia_molinas_estimate_is_reported_for_credible_dates() -> None:
+    record = crawl("late")
+    h = record.last_modified_history
+    assert known_change_rate_per_day(record) == pytest.approx(
+        last_modified_rate(h.fetches, h.changes, h.observed_days)
+    )

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from crawler.commands import simulate as simulate_command
-from crawler.sim.policies import POLICIES
+from crawler.core.estimate import known_times_posterior_rate
+from crawler.core.last_modified import dated_history
+from crawler.sim.policies import POLICIES, Optimal
 from crawler.sim.populations import Population, grimes, wolf
 from crawler.sim.simulator import build_population, simulate
 
@@ -239,3 +241,20 @@ def test_last_modified_share_must_be_a_share() -> None:
     population = build_population("brewington", 10, 5.0, seed=1)
     with pytest.raises(ValueError, match="last_modified_share"):
         simulate(population, "optimal", days=5.0, budget_per_day=10.0, last_modified_share=1.5)
+
+
+def test_the_simulator_hands_its_dates_to_the_daemons_estimate() -> None:
+    # One page fetched daily that changes every day, 0.05 days before the fetch: with the
+    # dates the rate is the known-change-time posterior (it stayed unchanged only 0.05 days
+    # before each fetch); without them, 12 intervals that all changed say much less.
+    population = build_population("brewington", 2, 20.0, seed=1)
+    dated = Optimal(population, 2.0, np.random.default_rng(1))
+    undated = Optimal(population, 2.0, np.random.default_rng(1))
+    for day in range(1, 13):
+        dated.after_fetch(0, float(day), True, day - 0.05)
+        undated.after_fetch(0, float(day), True, None)
+    history = dated_history(dated.records[0])
+    assert history is not None and history.changes == 12
+    assert dated.rates[0] == pytest.approx(known_times_posterior_rate(history, dated.policy.prior))
+    assert dated_history(undated.records[0]) is None
+    assert dated.rates[0] > 1.2 * undated.rates[0]
