@@ -106,7 +106,8 @@ def observe(
     content_changed: bool | None = None
     if same_bytes is None:
         same_bytes = page is None and same_fingerprinted_bytes(record, result)
-    if same_bytes:
+    if same_bytes or (result.outcome == NOT_MODIFIED and record.last_content_hash is not None):
+        # The stored version again (the same bytes, or the server's 304): its fingerprint.
         simhash, exact = record.last_simhash, record.last_content_hash
         distance, changed, content_changed = 0, False, False
     elif result.outcome == OK:
@@ -124,9 +125,6 @@ def observe(
             else:
                 # Non-HTML (or a page that turned into/out of HTML): exact hash only.
                 changed = content_changed
-    elif result.outcome == NOT_MODIFIED and record.last_content_hash is not None:
-        simhash, exact = record.last_simhash, record.last_content_hash
-        distance, changed, content_changed = 0, False, False
     return Observation(
         fetched_at=result.fetched_at,
         outcome=result.outcome,
