@@ -90,8 +90,9 @@ async def check_records(pool: asyncpg.Pool) -> list[asyncpg.Record]:
         """
         SELECT u.url, u.fetch_count, u.last_fetched_at, count(o.id) AS observations,
                max(o.fetched_at) FILTER (WHERE o.outcome IN ('ok', 'not_modified')) AS newest
-        FROM urls AS u LEFT JOIN observations AS o ON o.url_id = u.id
-        GROUP BY u.id
+        FROM urls AS u
+        LEFT JOIN observations AS o ON o.url_id = u.id AND o.host_id = u.host_id
+        GROUP BY u.id, u.host_id
         """
     )
     for r in rows:

@@ -298,6 +298,7 @@ async def test_a_written_transition_reads_back_as_the_same_record(db_url: str) -
     try:
         await frontier.seed(pool, urls_for(1, 1), time.time() - 1)
         record = None
+        dated = round(time.time(), 3) - 86_400.0  # the date moves with the content
         for round_ in range(6):
             [claim] = await frontier.claim(pool, "me", max_hosts=1, urls_per_host=1,
                                            lease_seconds=30)
@@ -308,7 +309,7 @@ async def test_a_written_transition_reads_back_as_the_same_record(db_url: str) -
             body = f"<html><body><p>{words}</p></body></html>"
             result = FetchResult(now, 0.01, Outcome.OK, status=200, content_type="text/html",
                                  body=body.encode(), etag=f'"e{round_}"',
-                                 last_modified=round(now - 3600.0 * (6 - round_), 3))
+                                 last_modified=round(dated + 7200.0 * (round_ // 2), 3))
             config = worker_config(SETTINGS, "me").transition_config()
             t = transition(claim.urls[0], result, HostContext(HostHealth(), 1.0, now), config,
                            now=now, rng_value=0.5)

@@ -123,15 +123,16 @@ async def test_discovering_known_urls_rewrites_no_row(db_url: str) -> None:
         await conn.close()
 
 
+HOST = object()  # stands for the site's host id (a hash of its origin), known once seeded
 EXPLAINED: dict[str, tuple[list[object], str | None]] = {
-    "window_rows": ([[1, 2, 3], 1, 1], "urls_pkey"),
-    "window_out_links": ([[1, 2, 3], 1, 1], "links_pkey"),
-    "window_in_links": ([[1, 2, 3], 1, 1], "links_to_idx"),
-    "window_summary": ([1, 1], "urls_site_window_idx"),
-    "window_members": ([1, 1], "urls_site_window_idx"),
-    "delete_out_links_to": ([1, [2, 3], 1], "links_pkey"),
-    "upsert_out_links": ([1, [2, 3], 1], None),
-    "discover_urls": ([[f"{ORIGIN}/p1"], [1], 1, False], "urls_host_id_url_key"),
+    "window_rows": ([[1, 2, 3], 1, HOST], "urls_pkey"),
+    "window_out_links": ([[1, 2, 3], 1, HOST], "links_pkey"),
+    "window_in_links": ([[1, 2, 3], 1, HOST], "links_to_idx"),
+    "window_summary": ([1, HOST], "urls_site_window_idx"),
+    "window_members": ([1, HOST], "urls_site_window_idx"),
+    "delete_out_links_to": ([1, [2, 3], HOST], "links_pkey"),
+    "upsert_out_links": ([1, [2, 3], HOST], None),
+    "discover_urls": ([[f"{ORIGIN}/p1"], [HOST], 1, False], "urls_host_id_url_key"),
 }
 
 
@@ -141,12 +142,15 @@ async def test_window_queries_use_indexes(db_url: str, query: str) -> None:
     try:
         _, _, ids = await site(conn, 200, size=10)
         await conn.execute(
-            "INSERT INTO links (from_url_id, to_url_id, position) "
-            "SELECT f, t, row_number() OVER (PARTITION BY f ORDER BY t) "
+            "INSERT INTO links (from_url_id, to_url_id, position, host_id) "
+            "SELECT f, t, row_number() OVER (PARTITION BY f ORDER BY t), "
+            "(SELECT host_id FROM urls WHERE id = f) "
             "FROM unnest($1::bigint[]) AS f, unnest($1::bigint[]) AS t WHERE f <> t", ids[:60])
         await conn.execute("ANALYZE")
         await conn.execute("SET enable_seqscan = off")
-        args, index = EXPLAINED[query]
+        host_id = await conn.fetchval("SELECT host_id FROM urls WHERE id = $1", ids[0])
+        template, index = EXPLAINED[query]
+        args = [host_id if a is HOST else [host_id] if a == [HOST] else a for a in template]
         async with conn.transaction():
             plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + QUERIES[query], *args))
             await conn.execute("ROLLBACK; BEGIN")
