@@ -60,9 +60,13 @@ RESCHEDULE_RELATIVE_CHANGE = 0.1
 # where it was: the round skips the walk over the population.
 REPLAN_RELATIVE_CHANGE = 0.02
 RESCHEDULE_CHUNK = 2_000
-# After each chunk or sample statement the planner rests half as long as it took: it takes at
-# most two thirds of a core, and the database serves the fetch loop in between.
-WALK_REST_PER_WORK = 0.5
+# After each sample statement the planner rests half as long as it took (the solve waits on the
+# sample, so it stays quick: at most two thirds of a core). After each chunk of the rescheduling
+# walk it rests twice as long: the walk is background work whose writes hit the same rows and
+# the same database backends as the fetch loop (a niced planner process does not nice them), so
+# it takes at most a third of its connection's time and the fetch loop keeps the rest.
+SAMPLE_REST_PER_WORK = 0.5
+WALK_REST_PER_WORK = 2.0
 # Hosts skipped by a due-time refresh (a fetcher held them locked) are retried this often, for
 # at most this long after the walk.
 HOST_REFRESH_RETRY_SECONDS = 0.2
@@ -181,7 +185,7 @@ async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -
                         row["intervals_observed"],
                     )
                 )
-        await _rest(statement_started)
+        await _rest(statement_started, SAMPLE_REST_PER_WORK)
     population = estimated_population(strata, rows_read, last_ids, URLS_PER_STRATUM)
     return Sample(
         np.array(host_ids, dtype=np.int64),
@@ -193,9 +197,9 @@ async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -
     )
 
 
-async def _rest(work_started: float) -> None:
+async def _rest(work_started: float, per_work: float) -> None:
     """Rest in proportion to the work just done, so the planner takes a bounded share."""
-    await asyncio.sleep(WALK_REST_PER_WORK * (time.monotonic() - work_started))
+    await asyncio.sleep(per_work * (time.monotonic() - work_started))
 
 
 async def fleet_budget(pool: asyncpg.Pool, inputs: PlannerInputs) -> float:
@@ -426,7 +430,7 @@ async def reschedule(
             moved_total += count
             stale.update(hosts)
             await refresh_hosts(pool, stale)
-        await _rest(chunk_started)
+        await _rest(chunk_started, WALK_REST_PER_WORK)
     deadline = time.monotonic() + HOST_REFRESH_PATIENCE_SECONDS
     while stale and time.monotonic() < deadline:
         await asyncio.sleep(HOST_REFRESH_RETRY_SECONDS)
