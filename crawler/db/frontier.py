@@ -422,98 +422,6 @@ def _row(**columns: object) -> str:
     return json.dumps({k: _json_value(v) for k, v in columns.items()}, separators=(",", ":"))
 
 
-def _timestamp(seconds: float | None) -> object:
-    """A timestamptz column's value; ±infinity stays infinite (a parked URL)."""
-    if seconds is not None and not math.isfinite(seconds):
-        return "infinity" if seconds > 0 else "-infinity"
-    return to_datetime(seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class RecordParams:
-    """The parameters of ``record_fetch``: one typed row per table the fetch writes."""
-
-    observation: str  # a row of observations, as JSON
-    url: str  # the row of urls after the fetch, as JSON
-    host: str  # the host's politeness and backoff columns, as JSON
-
-    def args(self) -> tuple[str, str, str]:
-        return self.observation, self.url, self.host
-
-
-def record_params(t: Transition) -> RecordParams:
-    """The one place a transition becomes rows: the statement reads columns by name."""
-    obs, after, schedule, host = t.observation, t.record, t.schedule, t.host
-    periodic = after.periodic
-    return RecordParams(
-        observation=_row(
-            url_id=after.url_id,
-            fetched_at=to_datetime(obs.fetched_at),
-            outcome=obs.outcome.value,
-            status=obs.status,
-            bytes=obs.size_bytes,
-            duration_seconds=obs.duration_seconds,
-            simhash=to_signed64(obs.simhash),
-            content_hash=obs.content_hash,
-            simhash_distance=obs.simhash_distance,
-            changed=obs.changed,
-            content_changed=obs.content_changed,
-            last_modified=to_datetime(obs.last_modified),
-            error_kind=obs.error_kind,
-            truncated=obs.truncated,
-        ),
-        url=_row(
-            id=after.url_id,
-            state=after.state.value,
-            next_fetch_at=_timestamp(schedule.next_fetch_at),
-            last_fetched_at=to_datetime(after.last_fetched_at),
-            last_status=after.last_status,
-            last_simhash=to_signed64(after.last_simhash),
-            last_content_hash=after.last_content_hash,
-            fingerprint_region=after.fingerprint_region,
-            etag=after.etag,
-            last_modified=to_datetime(after.last_modified),
-            fetch_count=after.fetch_count,
-            change_count=after.change_count,
-            consecutive_failures=after.consecutive_failures,
-            changed_intervals_days=after.history.changed_intervals_days,
-            unchanged_days=after.history.unchanged_days,
-            intervals_observed=after.history.fetches,
-            change_rate_per_day=schedule.change_rate_per_day,
-            fetch_rate_per_day=schedule.fetch_rate_per_day,
-            redirect_to=t.redirect_to,
-            change_brackets_days=after.change_brackets_days,
-            update_period_days=periodic.period_days if periodic else None,
-            update_phase_days=periodic.phase_days if periodic else None,
-            update_jitter_days=periodic.jitter_days if periodic else None,
-            lm_fetches=after.last_modified_history.fetches,
-            lm_changes=after.last_modified_history.changes,
-            lm_observed_days=after.last_modified_history.observed_days,
-            lm_evidence_days=after.last_modified_evidence_days,
-        ),
-        host=_row(
-            next_request_at=to_datetime(host.next_request_at),
-            consecutive_failures=host.consecutive_failures,
-            backoff_until=to_datetime(host.backoff_until),
-        ),
-    )
-
-
-async def record_fetch(
-    conn: asyncpg.Connection | asyncpg.Pool, t: Transition, lease: Lease
-) -> bool:
-    """Commit one fetch's observation, URL row and host clock in one statement; False when
-    it had already been recorded (a retry after a lost acknowledgement). Raises
-    ``LeaseLost``, writing nothing, when ``lease`` is no longer held."""
-    row = await conn.fetchrow(
-        QUERIES["record_fetch"], *record_params(t).args(), lease.host_id, lease.owner,
-        lease.epoch,
-    )
-    if row is None:
-        raise LeaseLost(lease, "fetch record")
-    return bool(row["observations_written"])
-
-
 # The columns of ``record_fetches``, in its parameters' order ($1 ... $46).
 RECORD_COLUMNS = (
     "host_id", "lease_owner", "lease_epoch",
@@ -553,8 +461,8 @@ RecordRow = tuple[object, ...]
 
 
 def record_row(t: Transition, lease: Lease) -> RecordRow:
-    """One item of ``record_fetches``: the same values as ``record_params``, in
-    RECORD_COLUMNS order, typed for binary array parameters (no JSON to build or parse)."""
+    """One item of ``record_fetches``: everything a transition writes, in RECORD_COLUMNS
+    order, typed for binary array parameters (no JSON to build or parse)."""
     obs, after, schedule, host = t.observation, t.record, t.schedule, t.host
     periodic = after.periodic
     history = after.history
@@ -594,6 +502,19 @@ async def record_fetches(
     columns = [list(c) for c in zip(*rows, strict=True)]
     result = await conn.fetch(QUERIES["record_fetches"], *columns)
     return {r["url_id"]: bool(r["written"]) for r in result}
+
+
+async def record_fetch(
+    conn: asyncpg.Connection | asyncpg.Pool, t: Transition, lease: Lease
+) -> bool:
+    """Commit one fetch's observation, URL row and host clock in one statement
+    (``record_fetches`` with one item); False when it had already been recorded (a retry
+    after a lost acknowledgement). Raises ``LeaseLost``, writing nothing, when ``lease`` is no
+    longer held."""
+    written = await record_fetches(conn, [record_row(t, lease)])
+    if t.record.url_id not in written:
+        raise LeaseLost(lease, "fetch record")
+    return written[t.record.url_id]
 
 
 async def release_host(conn: asyncpg.Connection | asyncpg.Pool, lease: Lease) -> bool:

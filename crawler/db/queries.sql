@@ -161,90 +161,9 @@ LEFT JOIN leased_urls AS lu ON lu.host_id = lh.id
 LEFT JOIN sites AS s ON s.id = lu.site_id
 ORDER BY lh.id, lu.next_fetch_at;
 
--- name: record_fetch
--- One fetch's whole state change in one statement (hence one transaction): the observation,
--- the URL's new row and schedule with its lease released, and the host's politeness clock.
--- $1, $2, $3 are rows of observations, urls and hosts as JSON, built from the transition by
--- crawler.db.frontier.record_params and read by column name into each table's row type.
--- Values are absolute, and the observation is unique on (url_id, fetched_at, host_id): a commit
--- retried after a lost acknowledgement changes nothing.
--- Fenced: nothing is written unless lease token ($4 host, $5 owner, $6 epoch) is current and
--- unexpired by the database's clock; the host row stays locked until commit, so no claim can
--- slip in between. No row returned: the lease is gone and the fetch is dropped.
-WITH lease AS (
-    SELECT id FROM hosts
-    WHERE id = $4 AND lease_owner = $5 AND lease_epoch = $6 AND lease_expires_at > now()
-    FOR UPDATE
-),
-o AS (
-    SELECT * FROM jsonb_populate_record(NULL::observations, $1::jsonb)
-    WHERE EXISTS (SELECT 1 FROM lease)
-),
-observation AS (
-    INSERT INTO observations (
-        url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
-        simhash_distance, changed, content_changed, last_modified, error_kind, truncated,
-        host_id
-    )
-    SELECT url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
-           simhash_distance, changed, content_changed, last_modified, error_kind, truncated,
-           $4::bigint
-    FROM o
-    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
-    RETURNING id
-),
-n AS (
-    SELECT * FROM jsonb_populate_record(NULL::urls, $2::jsonb)
-    WHERE EXISTS (SELECT 1 FROM lease)
-),
-url AS (
-    UPDATE urls AS u
-    SET state = n.state,
-        next_fetch_at = n.next_fetch_at,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        last_fetched_at = n.last_fetched_at,
-        last_status = n.last_status,
-        last_simhash = n.last_simhash,
-        last_content_hash = n.last_content_hash,
-        fingerprint_region = n.fingerprint_region,
-        etag = n.etag,
-        last_modified = n.last_modified,
-        fetch_count = n.fetch_count,
-        change_count = n.change_count,
-        consecutive_failures = n.consecutive_failures,
-        changed_intervals_days = n.changed_intervals_days,
-        unchanged_days = n.unchanged_days,
-        intervals_observed = n.intervals_observed,
-        change_rate_per_day = n.change_rate_per_day,
-        fetch_rate_per_day = n.fetch_rate_per_day,
-        redirect_to = n.redirect_to,
-        change_brackets_days = n.change_brackets_days,
-        update_period_days = n.update_period_days,
-        update_phase_days = n.update_phase_days,
-        update_jitter_days = n.update_jitter_days,
-        lm_fetches = n.lm_fetches,
-        lm_changes = n.lm_changes,
-        lm_observed_days = n.lm_observed_days,
-        lm_evidence_days = n.lm_evidence_days
-    FROM n
-    WHERE u.id = n.id AND u.host_id = $4
-    RETURNING u.host_id
-),
-h AS (
-    SELECT * FROM jsonb_populate_record(NULL::hosts, $3::jsonb)
-)
-UPDATE hosts
-SET next_request_at = h.next_request_at,
-    consecutive_failures = h.consecutive_failures,
-    backoff_until = h.backoff_until
-FROM h, lease
-WHERE hosts.id = lease.id
-RETURNING (SELECT count(*) FROM observation) AS observations_written;
-
 -- name: record_fetches
 -- Many fetches of many hosts in one statement (hence one transaction, one round trip): what
--- record_fetch writes, for each item whose lease still holds. The items arrive as one array per
+-- a fetch writes, for each item whose lease still holds. The items arrive as one array per
 -- column, built by crawler.db.frontier.record_row in RECORD_COLUMNS order: the lease token
 -- ($1 host, $2 owner, $3 epoch), the observation ($4-$17), the URL's row after the fetch
 -- ($18-$43; array columns as array literals in text) and the host's clocks ($44-$46).
@@ -397,7 +316,7 @@ RETURNING h.id;
 -- name: release_host
 -- Give a host back: drop the leases this owner holds on it and its URLs, and recompute its
 -- earliest due time from urls_host_next_fetch_idx (and so its ready_at: due work, politeness
--- and backoff, the lease gone). Fenced like record_fetch ($1 host,
+-- and backoff, the lease gone). Fenced like record_fetches ($1 host,
 -- $2 owner, $3 epoch): a lease that expired or was claimed again is not ours to release.
 WITH lease AS (
     SELECT id FROM hosts
@@ -920,10 +839,7 @@ LIMIT 1;
 -- Not a statement: one stored WARC record ($1, a stored_records row as JSON, or NULL) and its
 -- change event ($2, a change_events row as JSON, or NULL), as CTEs. Both rows are built by
 -- crawler.store.collect.CollectionWrite.rows and read by column name. crawler.store.collect
--- runs them alone, in the fetch's transaction (a retried commit changes nothing), or puts them
--- into record_fetch right after its lease fence (parameters renumbered after its own) so that a
--- fetch with a stored version still commits in one statement, one round trip, and writes
--- nothing when the lease is gone.
+-- runs them in the fetch's transaction, after its fence (a retried commit changes nothing).
 collection_stored AS (
     INSERT INTO stored_records (url_id, fetched_at, record_type, status, warc_file,
                                 warc_offset, warc_length, record_id, payload_digest,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,10 +31,7 @@ from crawler.core.model import GONE, NOT_MODIFIED, OK, FetchResult, UrlRecord
 from crawler.core.region import Region
 from crawler.core.textdiff import LineChanges, line_changes, text_lines
 from crawler.core.transition import ChangeKind, Transition
-from crawler.db import frontier
-from crawler.db.frontier import Lease, LeaseLost
 from crawler.db.queries import QUERIES
-from crawler.db.record import write_transition
 from crawler.metrics import CollectionMetrics
 from crawler.store.base import (
     RESPONSE,
@@ -117,26 +113,6 @@ class CollectionWrite:
         del t  # everything needed was captured when the record was stored (and adjusted)
         await conn.execute(insert_stored_record(), *self.params())
 
-    async def commit_with(self, pool: asyncpg.Pool, t: Transition, lease: Lease) -> bool:
-        """Commit ``t`` (it has no seed and no window update) with these rows in ONE
-        statement: ``record_fetch`` with ``collection_rows`` inside it, fenced by the same
-        lease. Same effect as ``write_transition(pool, t, lease, extra_writes=[self.write])``,
-        one round trip instead of four; raises ``LeaseLost``, writing nothing, like it."""
-        t = self.adjusted(t)
-        query = combined_record_fetch()
-        if query is None:
-            return await write_transition(pool, t, lease, extra_writes=[self.write])
-        row = await pool.fetchrow(
-            query, *frontier.record_params(t).args(), lease.host_id, lease.owner, lease.epoch,
-            *self.params(),
-        )
-        if row is None:
-            raise LeaseLost(lease, "fetch record")
-        return bool(row["observations_written"])
-
-
-FENCE_CTE_END = "\n),\n"
-
 
 @lru_cache(maxsize=1)
 def insert_stored_record() -> str:
@@ -144,23 +120,6 @@ def insert_stored_record() -> str:
     already fenced (so the rows' ``lease`` is given as held). PostgreSQL runs a
     data-modifying CTE to completion whether or not the main query reads it."""
     return f"WITH lease AS (SELECT 1),\n{QUERIES['collection_rows']}\nSELECT 1"
-
-
-@lru_cache(maxsize=1)
-def combined_record_fetch() -> str | None:
-    """``record_fetch`` with the collection's CTEs right after its ``lease`` fence (they
-    write only when it holds), their parameters renumbered after its own; None when
-    ``record_fetch`` no longer has that shape (then the rows go in a transaction)."""
-    lines = QUERIES["record_fetch"].splitlines()
-    base = "\n".join(line for line in lines if not line.startswith("--"))
-    fence_end = base.find(FENCE_CTE_END)
-    if not base.startswith("WITH lease AS (") or fence_end < 0:
-        return None
-    shift = max(int(n) for n in re.findall(r"\$(\d+)", base))
-    rows = re.sub(r"\$(\d+)", lambda m: f"${int(m.group(1)) + shift}",
-                  QUERIES["collection_rows"])
-    cut = fence_end + len(FENCE_CTE_END)
-    return f"{base[:cut]}{rows},\n{base[cut:]}"
 
 
 async def last_response(
