@@ -17,6 +17,7 @@ from crawler.core.backoff import HostHealth
 from crawler.core.model import FetchResult, Outcome
 from crawler.core.transition import HostContext, transition
 from crawler.daemon.config import worker_config
+from crawler.daemon.recorder import Recorder
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.db.frontier import HostClaim, LeaseLost
@@ -291,10 +292,15 @@ async def test_a_retried_write_gives_up_once_its_lease_has_run_out(db_url: str) 
         await pool.close()
 
 
-async def test_a_written_transition_reads_back_as_the_same_record(db_url: str) -> None:
+@pytest.mark.parametrize("writer", ["transaction", "recorder"])
+async def test_a_written_transition_reads_back_as_the_same_record(
+    db_url: str, writer: str
+) -> None:
     """The typed rows carry every column exactly: bytes, unsigned fingerprints, arrays,
-    timestamps, the periodic model and the Last-Modified evidence."""
+    timestamps, the periodic model and the Last-Modified evidence; written alone in a
+    transaction (``write_transition``) or in a batch (the daemon's ``Recorder``)."""
     pool = await asyncpg.create_pool(db_url)
+    recorder = Recorder(pool)
     try:
         await frontier.seed(pool, urls_for(1, 1), time.time() - 1)
         record = None
@@ -313,13 +319,18 @@ async def test_a_written_transition_reads_back_as_the_same_record(db_url: str) -
             config = worker_config(SETTINGS, "me").transition_config()
             t = transition(claim.urls[0], result, HostContext(HostHealth(), 1.0, now), config,
                            now=now, rng_value=0.5)
-            assert await write_transition(pool, t, claim.lease)
-            await frontier.release_host(pool, claim.lease)
+            if writer == "recorder":
+                assert await recorder.record(t, claim.lease)
+                assert await recorder.release(claim.lease)
+            else:
+                assert await write_transition(pool, t, claim.lease)
+                await frontier.release_host(pool, claim.lease)
             await pool.execute("UPDATE urls SET next_fetch_at = now() - interval '1 second'")
             await pool.execute("UPDATE hosts SET next_due_at = now() - interval '1 second', "
                                "next_request_at = now() - interval '1 second'")
             record = t.record
         assert record is not None and record.fetch_count == 6
         assert record.last_modified_evidence_days and record.history.fetches == 5
+        assert record.last_simhash is not None and record.last_content_hash
     finally:
         await pool.close()

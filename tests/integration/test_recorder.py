@@ -19,9 +19,8 @@ from test_frontier import urls_for
 from test_politeness import NullEvents
 
 from crawler.config import default_settings
-from crawler.core.backoff import HostHealth
-from crawler.core.model import FetchResult, Outcome, replace_record
-from crawler.core.transition import HostContext, Transition, transition
+from crawler.core.model import replace_record
+from crawler.core.transition import Transition
 from crawler.daemon.config import fetch_limits, worker_config
 from crawler.daemon.recorder import Recorder
 from crawler.daemon.worker import Worker
@@ -147,41 +146,6 @@ async def test_a_retried_batch_changes_nothing(db_url: str) -> None:
         assert [dict(r) for r in await pool.fetch(
             "SELECT id, next_request_at, consecutive_failures, backoff_until, lease_owner, "
             "lease_epoch FROM hosts ORDER BY id")] == hosts_after
-    finally:
-        await pool.close()
-
-
-async def test_a_batched_fetch_reads_back_as_the_same_record(db_url: str) -> None:
-    """The array parameters carry every column exactly, like record_fetch's typed rows."""
-    pool = await asyncpg.create_pool(db_url)
-    recorder = Recorder(pool)
-    try:
-        await frontier.seed(pool, urls_for(1, 1), time.time() - 1)
-        record = None
-        dated = round(time.time(), 3) - 86_400.0  # the date moves with the content
-        for round_ in range(6):
-            [claim] = await frontier.claim(pool, "me", max_hosts=1, urls_per_host=1,
-                                           lease_seconds=30)
-            if record is not None:
-                assert claim.urls[0] == record  # what was written is what is read
-            now = round(time.time(), 3)  # the database keeps microseconds
-            words = f"version {round_ // 2} " * 40
-            body = f"<html><body><p>{words}</p></body></html>"
-            result = FetchResult(now, 0.01, Outcome.OK, status=200, content_type="text/html",
-                                 body=body.encode(), etag=f'"e{round_}"',
-                                 last_modified=round(dated + 7200.0 * (round_ // 2), 3))
-            config = worker_config(SETTINGS, "me").transition_config()
-            t = transition(claim.urls[0], result, HostContext(HostHealth(), 1.0, now), config,
-                           now=now, rng_value=0.5)
-            assert await recorder.record(t, claim.lease)
-            assert await recorder.release(claim.lease)
-            await pool.execute("UPDATE urls SET next_fetch_at = now() - interval '1 second'")
-            await pool.execute("UPDATE hosts SET next_due_at = now() - interval '1 second', "
-                               "next_request_at = now() - interval '1 second'")
-            record = t.record
-        assert record is not None and record.fetch_count == 6
-        assert record.last_modified_evidence_days and record.history.fetches == 5
-        assert record.last_simhash is not None and record.last_content_hash
     finally:
         await pool.close()
 
