@@ -518,10 +518,9 @@ async def record_fetch(
 
 
 async def release_host(conn: asyncpg.Connection | asyncpg.Pool, lease: Lease) -> bool:
-    """Give a leased host back; False when the lease had already expired or moved on."""
-    released = await conn.fetchrow(QUERIES["release_host"], lease.host_id, lease.owner,
-                                   lease.epoch)
-    return released is not None
+    """Give a leased host back (``release_hosts`` with one lease); False when the lease had
+    already expired or moved on."""
+    return lease.host_id in await release_hosts(conn, [lease])
 
 
 async def release_hosts(

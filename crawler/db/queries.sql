@@ -277,8 +277,9 @@ SELECT n.url_id, n.url_id IN (SELECT url_id FROM observation) AS written
 FROM held AS n;
 
 -- name: release_hosts
--- Give many hosts back in one statement: release_host for each (host, owner, epoch) of
--- $1, $2, $3 whose lease still holds, its host row locked in id order like record_fetches.
+-- Give hosts back in one statement: for each (host, owner, epoch) of $1, $2, $3 whose lease
+-- still holds, drop the leases on it and its URLs and recompute its earliest due time (and so
+-- its ready_at), its host row locked in id order like record_fetches.
 -- Returns the ids released; a host absent from the result was not ours to release. Hosts are
 -- probed and locked as in record_fetches; owners are compared with IS NOT DISTINCT FROM so
 -- that URLs are reached by urls_host_next_fetch_idx, never by walking urls_lease_owner_idx
@@ -312,30 +313,6 @@ SET lease_owner = NULL,
 FROM lease
 WHERE h.id = lease.id
 RETURNING h.id;
-
--- name: release_host
--- Give a host back: drop the leases this owner holds on it and its URLs, and recompute its
--- earliest due time from urls_host_next_fetch_idx (and so its ready_at: due work, politeness
--- and backoff, the lease gone). Fenced like record_fetches ($1 host,
--- $2 owner, $3 epoch): a lease that expired or was claimed again is not ours to release.
-WITH lease AS (
-    SELECT id FROM hosts
-    WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 AND lease_expires_at > now()
-    FOR UPDATE
-),
-released_urls AS (
-    UPDATE urls
-    SET lease_owner = NULL, lease_expires_at = NULL
-    WHERE host_id IN (SELECT id FROM lease) AND lease_owner = $2
-    RETURNING id
-)
-UPDATE hosts AS h
-SET lease_owner = NULL,
-    lease_expires_at = NULL,
-    next_due_at = (SELECT min(next_fetch_at) FROM urls WHERE host_id = h.id)
-FROM lease
-WHERE h.id = lease.id
-RETURNING (SELECT count(*) FROM released_urls) AS urls_released;
 
 -- name: release_owner
 -- Shutdown: give back every lease this owner still holds (urls_lease_owner_idx,

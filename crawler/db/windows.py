@@ -175,20 +175,17 @@ async def _answer(conn: asyncpg.Connection, site_id: int, host_id: int, need: Ne
         for r in await conn.fetch(QUERIES["window_rows"], list(need.rows), site_id,
                                   host_id):
             facts.rows[r["id"]] = Row(r["depth"], r["in_window"], r["gone"])
-    if need.out_links:
-        out: dict[int, list[int]] = defaultdict(list)
-        for r in await conn.fetch(QUERIES["window_out_links"], list(need.out_links),
-                                  site_id, host_id):
-            out[r["from_url_id"]].append(r["to_url_id"])
-            facts.rows.setdefault(r["to_url_id"], _row(r))
-        facts.out_links.update(out)
-    if need.in_links:
-        into: dict[int, list[int]] = defaultdict(list)
-        for r in await conn.fetch(QUERIES["window_in_links"], list(need.in_links),
-                                  site_id, host_id):
-            into[r["to_url_id"]].append(r["from_url_id"])
-            facts.rows.setdefault(r["from_url_id"], _row(r))
-        facts.in_links.update(into)
+    for pages, query, near, far, links in (
+        (need.out_links, "window_out_links", "from_url_id", "to_url_id", facts.out_links),
+        (need.in_links, "window_in_links", "to_url_id", "from_url_id", facts.in_links),
+    ):
+        if not pages:
+            continue
+        found: dict[int, list[int]] = defaultdict(list)
+        for r in await conn.fetch(QUERIES[query], list(pages), site_id, host_id):
+            found[r[near]].append(r[far])
+            facts.rows.setdefault(r[far], _row(r))
+        links.update(found)
     if need.summary:
         r = await conn.fetchrow(QUERIES["window_summary"], site_id, host_id)
         facts.window_count, facts.window_depth = r["pages"], r["deepest"]

@@ -150,7 +150,7 @@ def test_every_statement_on_host_owned_tables_names_its_hosts() -> None:
     # The hot statements are not on the allow-list.
     hot = {"record_fetches", "release_hosts", "window_rows",
            "window_out_links", "window_in_links", "window_summary", "window_members",
-           "delete_out_links_to", "upsert_out_links", "release_host",
+           "delete_out_links_to", "upsert_out_links",
            "seed_hosts_from_staging", "seed_urls_from_staging",
            "upsert_hosts", "insert_urls", "store_robots", "set_host_backoff",
            "refresh_host_due", "reschedule_records", "reschedule_urls", "discover_urls",

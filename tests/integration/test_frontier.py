@@ -110,7 +110,7 @@ NOW = dt.datetime.now(dt.UTC)
 EXPLAINED = {
     "claim_due_work": [4, "me", 4, 60.0],
     "release_owner": ["me"],
-    "release_host": [1, "me", 1],
+    "release_hosts": [[1], ["me"], [1]],
     "earliest_due": [],
     "refresh_host_due": [[1, 2]],
     "store_robots": ['{"id": 1}', "me", 1, True],
