@@ -34,7 +34,7 @@ from crawler.db.errors import DB_TRANSIENT
 from crawler.db.frontier import Lease
 from crawler.db.record import BatchItem, ExtraWrite, write_batch, write_transition
 
-# Fetches per batch: one statement with one array per column, one commit.
+# Fetches per batch: one statement with one fetch_record[] parameter, one commit.
 RECORD_BATCH = 500
 # How long a batch waits for company after its first fetch.
 RECORD_LINGER_SECONDS = 0.002

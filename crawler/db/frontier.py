@@ -422,7 +422,8 @@ def _row(**columns: object) -> str:
     return json.dumps({k: _json_value(v) for k, v in columns.items()}, separators=(",", ":"))
 
 
-# The columns of ``record_fetches``, in its parameters' order ($1 ... $46).
+# The fields of ``fetch_record`` (migration 0011_fetch_record), in order: one item of
+# ``record_fetches``.
 RECORD_COLUMNS = (
     "host_id", "lease_owner", "lease_epoch",
     "url_id", "fetched_at", "outcome", "status", "bytes", "duration_seconds", "simhash",
@@ -441,15 +442,13 @@ _INFINITY = dt.datetime.max
 _NEGATIVE_INFINITY = dt.datetime.min
 
 
-def _array_literal(values: Sequence[float]) -> str:
-    """A float8[] as PostgreSQL's text form: array columns cross ``unnest`` as text, since
-    a batch's rows have arrays of different lengths (no rectangular float8[][])."""
-    # float() first: a numpy float's repr is not its number; 'inf' and 'nan' read back as such.
-    return "{" + ",".join(map(repr, map(float, values))) + "}"
+def _floats(values: Sequence[float]) -> list[float]:
+    """A float8[] field (float() first: a numpy float is not one asyncpg encodes)."""
+    return list(map(float, values))
 
 
 def _batch_timestamp(seconds: float | None) -> dt.datetime | None:
-    """A timestamptz value for an array parameter; ±infinity stays infinite (a parked URL)."""
+    """A timestamptz field of a fetch_record; ±infinity stays infinite (a parked URL)."""
     if seconds is None:
         return None
     if not math.isfinite(seconds):
@@ -461,8 +460,8 @@ RecordRow = tuple[object, ...]
 
 
 def record_row(t: Transition, lease: Lease) -> RecordRow:
-    """One item of ``record_fetches``: everything a transition writes, in RECORD_COLUMNS
-    order, typed for binary array parameters (no JSON to build or parse)."""
+    """One ``fetch_record`` of ``record_fetches``: everything a transition writes, in
+    RECORD_COLUMNS order, encoded by asyncpg in binary (no JSON to build or parse)."""
     obs, after, schedule, host = t.observation, t.record, t.schedule, t.host
     periodic = after.periodic
     history = after.history
@@ -477,12 +476,12 @@ def record_row(t: Transition, lease: Lease) -> RecordRow:
         to_datetime(after.last_fetched_at), after.last_status, to_signed64(after.last_simhash),
         after.last_content_hash, after.fingerprint_region, after.etag,
         to_datetime(after.last_modified), after.fetch_count, after.change_count,
-        after.consecutive_failures, _array_literal(history.changed_intervals_days),
+        after.consecutive_failures, _floats(history.changed_intervals_days),
         history.unchanged_days, history.fetches, schedule.change_rate_per_day,
-        schedule.fetch_rate_per_day, t.redirect_to, _array_literal(after.change_brackets_days),
+        schedule.fetch_rate_per_day, t.redirect_to, _floats(after.change_brackets_days),
         periodic.period_days if periodic else None, periodic.phase_days if periodic else None,
         periodic.jitter_days if periodic else None, lm.fetches, lm.changes, lm.observed_days,
-        _array_literal(after.last_modified_evidence_days),
+        _floats(after.last_modified_evidence_days),
         to_datetime(host.next_request_at), host.consecutive_failures,
         to_datetime(host.backoff_until),
     )
@@ -499,8 +498,7 @@ async def record_fetches(
     """
     if not rows:
         return {}
-    columns = [list(c) for c in zip(*rows, strict=True)]
-    result = await conn.fetch(QUERIES["record_fetches"], *columns)
+    result = await conn.fetch(QUERIES["record_fetches"], rows)
     return {r["url_id"]: bool(r["written"]) for r in result}
 
 

@@ -163,10 +163,9 @@ ORDER BY lh.id, lu.next_fetch_at;
 
 -- name: record_fetches
 -- Many fetches of many hosts in one statement (hence one transaction, one round trip): what
--- a fetch writes, for each item whose lease still holds. The items arrive as one array per
--- column, built by crawler.db.frontier.record_row in RECORD_COLUMNS order: the lease token
--- ($1 host, $2 owner, $3 epoch), the observation ($4-$17), the URL's row after the fetch
--- ($18-$43; array columns as array literals in text) and the host's clocks ($44-$46).
+-- a fetch writes, for each item whose lease still holds. $1 is one fetch_record per fetch
+-- (migration 0011_fetch_record), built by crawler.db.frontier.record_row: the lease token
+-- (host, owner, epoch), the observation, the URL's row after the fetch and the host's clocks.
 -- Fenced per item: a host row is locked (in host id order, so that two daemons' batches
 -- never deadlock on each other) only if its token is current and unexpired by the database's
 -- clock, and stays locked until commit; an item whose lease is gone writes nothing and is absent
@@ -178,32 +177,7 @@ ORDER BY lh.id, lu.next_fetch_at;
 -- hosts_lease_owner_idx, whatever the cached generic plan estimates), and locked as it is
 -- found. Owners are compared with IS NOT DISTINCT FROM (never NULL here, so the same as =).
 WITH item AS MATERIALIZED (
-    SELECT *
-    FROM unnest(
-        $1::bigint[], $2::text[], $3::bigint[],
-        $4::bigint[], $5::timestamptz[], $6::text[], $7::smallint[], $8::integer[],
-        $9::double precision[], $10::bigint[], $11::bytea[], $12::smallint[], $13::boolean[],
-        $14::boolean[], $15::timestamptz[], $16::text[], $17::boolean[],
-        $18::text[], $19::timestamptz[], $20::timestamptz[], $21::smallint[], $22::bigint[],
-        $23::bytea[], $24::text[], $25::text[], $26::timestamptz[], $27::integer[],
-        $28::integer[], $29::integer[], $30::text[], $31::double precision[], $32::integer[],
-        $33::double precision[], $34::double precision[], $35::text[], $36::text[],
-        $37::double precision[], $38::double precision[], $39::double precision[],
-        $40::integer[], $41::integer[], $42::double precision[], $43::text[],
-        $44::timestamptz[], $45::integer[], $46::timestamptz[]
-    ) AS i(
-        host_id, lease_owner, lease_epoch,
-        url_id, fetched_at, outcome, status, bytes, duration_seconds, simhash, content_hash,
-        simhash_distance, changed, content_changed, obs_last_modified, error_kind, truncated,
-        state, next_fetch_at, last_fetched_at, last_status, last_simhash, last_content_hash,
-        fingerprint_region, etag, last_modified, fetch_count, change_count,
-        consecutive_failures, changed_intervals_days, unchanged_days, intervals_observed,
-        change_rate_per_day, fetch_rate_per_day, redirect_to, change_brackets_days,
-        update_period_days, update_phase_days, update_jitter_days, lm_fetches, lm_changes,
-        lm_observed_days, lm_evidence_days,
-        next_request_at, host_failures, backoff_until
-    )
-    ORDER BY host_id
+    SELECT * FROM unnest($1::fetch_record[]) AS i ORDER BY host_id
 ),
 lease AS MATERIALIZED (
     SELECT h.id
@@ -248,20 +222,20 @@ url AS (
         fetch_count = n.fetch_count,
         change_count = n.change_count,
         consecutive_failures = n.consecutive_failures,
-        changed_intervals_days = n.changed_intervals_days::double precision[],
+        changed_intervals_days = n.changed_intervals_days,
         unchanged_days = n.unchanged_days,
         intervals_observed = n.intervals_observed,
         change_rate_per_day = n.change_rate_per_day,
         fetch_rate_per_day = n.fetch_rate_per_day,
         redirect_to = n.redirect_to,
-        change_brackets_days = n.change_brackets_days::double precision[],
+        change_brackets_days = n.change_brackets_days,
         update_period_days = n.update_period_days,
         update_phase_days = n.update_phase_days,
         update_jitter_days = n.update_jitter_days,
         lm_fetches = n.lm_fetches,
         lm_changes = n.lm_changes,
         lm_observed_days = n.lm_observed_days,
-        lm_evidence_days = n.lm_evidence_days::double precision[]
+        lm_evidence_days = n.lm_evidence_days
     FROM held AS n
     WHERE u.id = n.url_id AND u.host_id = n.host_id
 ),

@@ -251,9 +251,7 @@ async def test_batched_statements_use_indexes(db_url: str, query: str, args: obj
         claims = await frontier.claim(conn, "me", max_hosts=3, urls_per_host=1,
                                       lease_seconds=60)
         if args is None:
-            columns = list(zip(*(frontier.record_row(fetched(c), c.lease) for c in claims),
-                               strict=True))
-            args = [list(c) for c in columns]
+            args = [[frontier.record_row(fetched(c), c.lease) for c in claims]]
         assert isinstance(args, list)
         await conn.execute("ANALYZE")
         await conn.execute("SET enable_seqscan = off")  # what the planner does at scale
@@ -266,6 +264,19 @@ async def test_batched_statements_use_indexes(db_url: str, query: str, args: obj
             assert "Seq Scan" not in plan, plan
             assert "hosts_pkey" in plan, plan
             assert "lease_owner_idx" not in plan, plan  # never every lease of the owner
+    finally:
+        await conn.close()
+
+
+async def test_a_fetch_record_is_the_migrated_type_field_for_field(db_url: str) -> None:
+    # record_row builds its tuple in RECORD_COLUMNS order; asyncpg encodes it by position.
+    conn = await asyncpg.connect(db_url)
+    try:
+        fields = await conn.fetch(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'fetch_record'::regclass "
+            "AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+        )
+        assert tuple(r["attname"] for r in fields) == frontier.RECORD_COLUMNS
     finally:
         await conn.close()
 

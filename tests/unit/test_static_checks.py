@@ -3,6 +3,7 @@ ruff clean, mypy --strict clean, and the pure core importing no I/O (import-lint
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +33,16 @@ def test_pure_core_imports_no_io() -> None:
 def test_mypy_strict_is_clean() -> None:
     result = run(str(BIN / "mypy"), "crawler")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_frontier_statement_takes_more_than_ten_parameters() -> None:
+    # Issue 10: a statement's arguments are built from a typed value by one function; a batch
+    # of records is one fetch_record[] parameter, not one array per column.
+    from crawler.db.queries import QUERIES
+
+    counts = {
+        name: max((int(n) for n in re.findall(r"\$(\d+)", sql)), default=0)
+        for name, sql in QUERIES.items()
+    }
+    assert max(counts.values()) <= 10, {k: v for k, v in counts.items() if v > 10}
+    assert counts["record_fetches"] == 1
