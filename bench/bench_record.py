@@ -2,8 +2,8 @@
 
 Run: .venv/bin/python bench/bench_record.py [--urls 2000] [--database-url postgresql://...]
 
-The subject is the daemon's write: three JSON rows read into the tables' row types, under the
-lease token (a host row locked until commit). The baseline, measured in the same run on the
+The subject is the daemon's write: one fetch_record (``record_fetches`` with one item), under
+the lease token (a host row locked until commit). The baseline, measured in the same run on the
 same database, is the statement it replaced: the same three writes with 37 positional
 parameters and no fencing. Prints p50/p90/p99 of both and their ratio.
 """
@@ -39,7 +39,7 @@ WITH observation AS (
 ),
 url AS (
     UPDATE urls
-    SET state = $15, next_fetch_at = $16, lease_owner = NULL, lease_expires_at = NULL,
+    SET state = $15, next_fetch_at = $16,
         last_fetched_at = $33, last_status = $4, last_simhash = $17, last_content_hash = $18,
         etag = $19, last_modified = $20, fetch_count = $21, change_count = $22,
         consecutive_failures = $23, changed_intervals_days = $24, unchanged_days = $25,

@@ -97,7 +97,6 @@ async def collect_status(url: str) -> dict[str, Any]:
         "urls": counts["urls"],
         "urls_by_state": states,
         "due_now": counts["due_now"],
-        "leased": counts["leased"],
         "hosts": counts["hosts"],
         "hosts_leased": counts["hosts_leased"],
         "fetches_last_hour": counts["fetches_last_hour"],
@@ -111,7 +110,6 @@ def render_status(status: dict[str, Any]) -> str:
         ("URLs", status["urls"]),
         *((f"  {state}", n) for state, n in sorted(status["urls_by_state"].items())),
         ("due now", status["due_now"]),
-        ("leased", status["leased"]),
         ("most overdue", f"{status['most_overdue_seconds']:.0f} s"),
         ("hosts", status["hosts"]),
         ("hosts leased", status["hosts_leased"]),
@@ -158,7 +156,8 @@ def render_status(status: dict[str, Any]) -> str:
 
 
 URL_FIELDS = (
-    "url", "origin", "state", "importance", "next_fetch_at", "lease_owner", "lease_expires_at",
+    "url", "origin", "state", "importance", "next_fetch_at", "host_lease_owner",
+    "host_lease_expires_at",
     "last_fetched_at", "last_status", "last_simhash", "etag", "last_modified", "fetch_count",
     "change_count", "consecutive_failures", "change_rate_per_day", "fetch_rate_per_day",
     "changed_intervals_days", "unchanged_days", "intervals_observed", "redirect_to",

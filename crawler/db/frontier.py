@@ -536,6 +536,7 @@ async def release_hosts(
 
 
 async def release_owner(conn: asyncpg.Connection | asyncpg.Pool, owner: str) -> int:
+    """Give back every host ``owner`` still holds (shutdown); how many."""
     released = await conn.fetchval(QUERIES["release_owner"], owner)
     return int(released or 0)
 

@@ -93,11 +93,14 @@ SELECT count(*) FROM inserted;
 -- Lease up to $1 ready hosts: hosts_ready_at_idx walked in order, stopping after $1 entries.
 -- hosts.ready_at (a generated column, migration 0009_readiness) is already the latest of the
 -- host's due work, politeness clock, backoff and live lease, and NULL when it is paused, so no
--- leased, backed-off or waiting host is stepped over on the heap. Then lease up to $3 of each
+-- leased, backed-off or waiting host is stepped over on the heap. Then read up to $3 of each
 -- host's due URLs, earliest first (urls_host_next_fetch_idx). A host is the unit of work:
 -- while one daemon holds it no other daemon sends it a request (its ready_at moves to the
--- lease's expiry). Returns one row per leased URL, and one row with NULL url_id for a leased
--- host whose due URLs are gone, so that it is released and its ready_at recomputed.
+-- lease's expiry) nor writes its URLs (every write is fenced by the host's lease), so the URLs
+-- themselves are not leased, and not written: a claim writes one row per host, whatever the
+-- batch of URLs (migration 0012_host_leases). Returns one row per due URL, and one row with
+-- NULL url_id for a leased host whose due URLs are gone, so that it is released and its
+-- ready_at recomputed.
 -- $2 owner, $4 lease seconds. Each claim increments the host's fencing epoch: the lease token
 -- is (owner, epoch), and the expiry comes with the database's now() so that the daemon times
 -- its lease by the database's clock alone.
@@ -120,28 +123,6 @@ leased_hosts AS (
               h.consecutive_failures AS host_failures, h.backoff_until, h.robots_body,
               h.robots_status, h.robots_fetched_at, h.robots_good_at, h.robots_expires_at,
               h.robots_unreachable_since
-),
-due_urls AS (
-    SELECT u.id, lh.lease_expires_at
-    FROM leased_hosts AS lh
-    CROSS JOIN LATERAL (
-        SELECT id
-        FROM urls
-        WHERE host_id = lh.id
-          AND next_fetch_at <= now()
-          AND (lease_expires_at IS NULL OR lease_expires_at < now())
-        ORDER BY next_fetch_at
-        LIMIT $3
-        FOR UPDATE SKIP LOCKED
-    ) AS u
-),
-leased_urls AS (
-    UPDATE urls AS u
-    SET lease_owner = $2,
-        lease_expires_at = d.lease_expires_at
-    FROM due_urls AS d
-    WHERE u.id = d.id
-    RETURNING u.*
 )
 SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lh.lease_expires_at AS host_lease_expires_at, lh.lease_epoch, now() AS db_now,
@@ -157,7 +138,13 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.lm_observed_days, lu.lm_evidence_days, lu.watch_css, lu.ignore_css,
        lu.fingerprint_region, s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
 FROM leased_hosts AS lh
-LEFT JOIN leased_urls AS lu ON lu.host_id = lh.id
+LEFT JOIN LATERAL (
+    SELECT *
+    FROM urls
+    WHERE host_id = lh.id AND next_fetch_at <= now()
+    ORDER BY next_fetch_at
+    LIMIT $3
+) AS lu ON true
 LEFT JOIN sites AS s ON s.id = lu.site_id
 ORDER BY lh.id, lu.next_fetch_at;
 
@@ -210,8 +197,6 @@ url AS (
     UPDATE urls AS u
     SET state = n.state,
         next_fetch_at = n.next_fetch_at,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
         last_fetched_at = n.last_fetched_at,
         last_status = n.last_status,
         last_simhash = n.last_simhash,
@@ -252,12 +237,10 @@ FROM held AS n;
 
 -- name: release_hosts
 -- Give hosts back in one statement: for each (host, owner, epoch) of $1, $2, $3 whose lease
--- still holds, drop the leases on it and its URLs and recompute its earliest due time (and so
--- its ready_at), its host row locked in id order like record_fetches.
+-- still holds, drop the lease and recompute its earliest due time (and so its ready_at), its
+-- host row locked in id order like record_fetches.
 -- Returns the ids released; a host absent from the result was not ours to release. Hosts are
--- probed and locked as in record_fetches; owners are compared with IS NOT DISTINCT FROM so
--- that URLs are reached by urls_host_next_fetch_idx, never by walking urls_lease_owner_idx
--- over every URL the owner has leased (what a cached generic plan otherwise chooses).
+-- probed and locked as in record_fetches.
 WITH item AS MATERIALIZED (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[])
         AS i(host_id, lease_owner, lease_epoch)
@@ -273,12 +256,6 @@ lease AS MATERIALIZED (
         LIMIT 1
         FOR UPDATE
     ) AS h
-),
-released_urls AS (
-    UPDATE urls AS u
-    SET lease_owner = NULL, lease_expires_at = NULL
-    FROM lease AS l
-    WHERE u.host_id = l.id AND u.lease_owner IS NOT DISTINCT FROM l.lease_owner
 )
 UPDATE hosts AS h
 SET lease_owner = NULL,
@@ -289,19 +266,16 @@ WHERE h.id = lease.id
 RETURNING h.id;
 
 -- name: release_owner
--- Shutdown: give back every lease this owner still holds (urls_lease_owner_idx,
--- hosts_lease_owner_idx).
-WITH released_urls AS (
-    UPDATE urls SET lease_owner = NULL, lease_expires_at = NULL
-    WHERE lease_owner = $1
-    RETURNING id
+-- Shutdown: give back every host this owner still holds (hosts_lease_owner_idx); the count.
+WITH released AS (
+    UPDATE hosts AS h
+    SET lease_owner = NULL,
+        lease_expires_at = NULL,
+        next_due_at = (SELECT min(next_fetch_at) FROM urls WHERE host_id = h.id)
+    WHERE h.lease_owner = $1
+    RETURNING h.id
 )
-UPDATE hosts AS h
-SET lease_owner = NULL,
-    lease_expires_at = NULL,
-    next_due_at = (SELECT min(next_fetch_at) FROM urls WHERE host_id = h.id)
-WHERE h.lease_owner = $1
-RETURNING (SELECT count(*) FROM released_urls) AS urls_released;
+SELECT count(*) FROM released;
 
 -- name: refresh_host_due
 -- Recompute next_due_at (and so ready_at) of hosts whose URLs were rescheduled in bulk (the
@@ -327,7 +301,6 @@ SELECT min(ready_at) FROM hosts WHERE ready_at IS NOT NULL;
 SELECT
     (SELECT count(*) FROM urls) AS urls,
     (SELECT count(*) FROM urls WHERE next_fetch_at <= now()) AS due_now,
-    (SELECT count(*) FROM urls WHERE lease_owner IS NOT NULL) AS leased,
     (SELECT count(*) FROM hosts) AS hosts,
     (SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL
         AND lease_expires_at > now()) AS hosts_leased,
@@ -342,7 +315,8 @@ SELECT
 SELECT state, count(*) AS n FROM urls GROUP BY state ORDER BY state;
 
 -- name: url_row
-SELECT u.*, h.origin, s.root_url AS site_root_url, s.watch_css AS site_watch_css,
+SELECT u.*, h.origin, h.lease_owner AS host_lease_owner,
+       h.lease_expires_at AS host_lease_expires_at, s.root_url AS site_root_url, s.watch_css AS site_watch_css,
        s.ignore_css AS site_ignore_css, s.include_patterns AS site_include,
        s.exclude_patterns AS site_exclude
 FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
@@ -419,7 +393,7 @@ ON CONFLICT (owner) DO UPDATE SET concurrency = EXCLUDED.concurrency, heartbeat_
 DELETE FROM daemons WHERE owner = $1;
 
 -- name: reschedule_scan
--- The planner's rescheduling walk: the next $2 active, unleased URLs after id $1 whose last
+-- The planner's rescheduling walk: the next $2 active URLs after id $1 whose last
 -- fetch saw content, with what decides their rate (primary key index; one small chunk per
 -- short transaction). A failing URL keeps its retry backoff.
 SELECT id, host_id, importance, change_rate_per_day, fetch_rate_per_day
@@ -428,7 +402,6 @@ WHERE id > $1
   AND state = 'active'
   AND consecutive_failures = 0
   AND (site_id IS NULL OR in_window)
-  AND lease_owner IS NULL
   AND last_fetched_at IS NOT NULL
 ORDER BY id
 LIMIT $2;
@@ -440,11 +413,11 @@ SELECT u.id AS url_id, u.*
 FROM urls AS u
 JOIN unnest($1::bigint[], $2::bigint[]) AS t(id, host_id)
     ON u.id = t.id AND u.host_id = t.host_id
-WHERE u.host_id = ANY($2::bigint[]) AND u.lease_owner IS NULL;
+WHERE u.host_id = ANY($2::bigint[]);
 
 -- name: reschedule_urls
--- Apply new schedules in place. A URL leased or fetched since it was read ($4, its
--- last_fetched_at then) is left to its fetcher, and so is one a fetcher holds locked (SKIP
+-- Apply new schedules in place. A URL of a leased host, or fetched since it was read ($4, its
+-- last_fetched_at then), is left to its fetcher, and so is one a fetcher holds locked (SKIP
 -- LOCKED: the planner never waits for the fetch loop, so it is never in a lock cycle with it).
 WITH t AS (
     SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::timestamptz[],
@@ -455,7 +428,10 @@ free AS (
     SELECT u.id, u.host_id
     FROM urls AS u JOIN t ON t.id = u.id AND t.host_id = u.host_id
     WHERE u.host_id = ANY($6::bigint[])
-      AND u.lease_owner IS NULL AND u.last_fetched_at = t.last_fetched_at
+      AND u.last_fetched_at = t.last_fetched_at
+      AND NOT EXISTS (
+          SELECT 1 FROM hosts AS h WHERE h.id = u.host_id AND h.lease_expires_at > now()
+      )
     ORDER BY u.id
     FOR UPDATE OF u SKIP LOCKED
 )

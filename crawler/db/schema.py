@@ -124,8 +124,6 @@ urls = Table(
     Column("state", Text, nullable=False, server_default=text("'new'")),
     Column("importance", Float, nullable=False, server_default=text("1.0")),
     Column("next_fetch_at", DateTime(timezone=True), nullable=False),
-    Column("lease_owner", Text, nullable=True),
-    Column("lease_expires_at", DateTime(timezone=True), nullable=True),
     Column("last_fetched_at", DateTime(timezone=True), nullable=True),
     Column("last_status", SmallInteger, nullable=True),
     Column("last_simhash", BigInteger, nullable=True),
@@ -193,7 +191,6 @@ urls = Table(
     UniqueConstraint("host_id", "url", name="urls_host_id_url_key"),
     Index("urls_host_next_fetch_idx", "host_id", "next_fetch_at"),
     Index("urls_next_fetch_idx", "next_fetch_at"),
-    Index("urls_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),
     Index("urls_site_idx", "site_id", postgresql_where=text("site_id IS NOT NULL")),
     # A site's stored window, for the incremental update (crawler.db.windows).
     Index("urls_site_window_idx", "host_id", "site_id", "depth",

@@ -114,9 +114,7 @@ async def test_every_fault_is_recorded_and_the_daemon_survives(db_url: str) -> N
             "FROM urls u LEFT JOIN LATERAL (SELECT * FROM observations WHERE url_id = u.id "
             "ORDER BY fetched_at LIMIT 1) o ON true"
         )
-        leased = await pool.fetchval(
-            "SELECT count(*) FROM urls WHERE lease_owner IS NOT NULL"
-        ) + await pool.fetchval("SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL")
+        leased = await pool.fetchval("SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL")
         backoff = {
             r["origin"]: r["backoff_until"]
             for r in await pool.fetch("SELECT origin, backoff_until FROM hosts")

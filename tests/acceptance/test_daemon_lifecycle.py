@@ -95,7 +95,7 @@ async def test_daemon_survives_a_postgres_restart() -> None:
                 "SELECT count(*) FROM observations WHERE fetched_at > to_timestamp($1)",
                 restarted,
             )
-            leased = await conn.fetchval("SELECT count(*) FROM urls WHERE lease_owner IS NOT NULL")
+            leased = await conn.fetchval("SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL")
             await conn.close()
         finally:
             await web.stop()
@@ -130,7 +130,7 @@ async def test_second_sigterm_skips_the_grace_period(db_url: str) -> None:
         second = time.monotonic()
         out = await stop_daemon(proc)
         elapsed = time.monotonic() - second
-        leased = await pool.fetchval("SELECT count(*) FROM urls WHERE lease_owner IS NOT NULL")
+        leased = await pool.fetchval("SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL")
         await pool.close()
     finally:
         await server.stop()
