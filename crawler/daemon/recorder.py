@@ -15,8 +15,10 @@ handled a failed single write (the retry resubmits the fetch; a retried write ch
 nothing). A batch that fails for another reason is written again item by item, so that one
 fetch's failure is that fetch's alone.
 
-Host releases are batched the same way (``release_hosts``): a host is given back after its
-last fetch's write returned, so it never overtakes its records.
+A host's last fetch of its lease gives the host back in its own write (``release``). Other
+releases (a host whose work ended without a fetch to record) are batched the same way
+(``release_hosts``), after the host's last write returned, so a release never overtakes the
+records.
 """
 
 from __future__ import annotations
@@ -191,16 +193,23 @@ class Recorder:
         self.single_writes = 0  # fetches with a seed or a window update, written alone
 
     async def record(
-        self, t: Transition, lease: Lease, extra_writes: Sequence[ExtraWrite] = ()
+        self, t: Transition, lease: Lease, extra_writes: Sequence[ExtraWrite] = (), *,
+        release: bool = False,
     ) -> bool:
         """Commit ``t`` under ``lease`` with ``extra_writes``, in a batch with other hosts'
         fetches; the same contract as ``write_transition``: False when its observation was
         already recorded, ``LeaseLost`` (nothing written) when the lease is gone, and any
-        database error raised."""
-        item = BatchItem(t, lease, tuple(extra_writes))
+        database error raised. ``release``: the host's last fetch of the lease, which gives
+        the host back in the same write (no ``release`` after it)."""
+        item = BatchItem(t, lease, tuple(extra_writes), release)
         if not item.batchable:
+            # A window update or a seed moves other URLs' schedules after the record: the
+            # host's due time is recomputed by a release after the whole transaction.
             self.single_writes += 1
-            return await write_transition(self.pool, t, lease, extra_writes=extra_writes)
+            written = await write_transition(self.pool, t, lease, extra_writes=extra_writes)
+            if release:
+                await self.release(lease)
+            return written
         return await self.records.submit(item)
 
     async def release(self, lease: Lease) -> bool:

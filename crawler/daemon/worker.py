@@ -185,7 +185,7 @@ class Worker:
         held = True
         session = open_host_session(self.session)  # one kept-alive connection for the lease
         try:
-            await self._drain(host, session)
+            held = not await self._drain(host, session)  # given back by its last record?
         except LeaseLost as lost:
             held = False
             self.events.lease_rejected(lost.what)
@@ -201,17 +201,23 @@ class Worker:
         remaining = host.lease.remaining_seconds(time.monotonic())
         return remaining > self.config.limits.total_timeout + LEASE_MARGIN_SECONDS
 
-    async def _drain(self, host: HostClaim, session: aiohttp.ClientSession) -> None:
+    async def _drain(self, host: HostClaim, session: aiohttp.ClientSession) -> bool:
+        """Fetch and record the host's URLs in turn; True when the last URL's record gave
+        the host back (no release needed after it)."""
         cfg = self.config
         if not self._lease_allows_request(host):
-            return
+            return False
         gate = await self._robots_gate(host, session)
         if gate is None:
-            return
+            return False
         ctx = HostContext(host.health, gate.delay, gate.next_request_at)
+        last = host.urls[-1] if host.urls else None
         for record in host.urls:
             if not gate.policy.allowed(record.url):
-                await self._record(host, record, forbidden(time.time()), ctx, gate)
+                await self._record(host, record, forbidden(time.time()), ctx, gate,
+                                   release=record is last)
+                if record is last:
+                    return True
                 continue
             wait = ctx.next_request_at - time.time()
             if wait > 0:
@@ -223,16 +229,21 @@ class Worker:
             result = await self.fetcher(session, record, cfg.limits)
             if result.outcome in (Outcome.NETWORK_ERROR, Outcome.TIMEOUT) and result.error_kind:
                 await self._note_host_error(host, result.error_kind, record.url)
-            done = await self._record(host, record, result, ctx, gate)
+            done = await self._record(host, record, result, ctx, gate, release=record is last)
             update = done.host
+            backoff = (update.backoff_until or 0.0) - time.time()
+            if backoff > 0:
+                self.events.host_backoff(backoff)
+            if record is last:
+                return True
+            if backoff > 0:
+                break  # 429/503 or repeated failures: leave the host alone for a while
             ctx = HostContext(
                 HostHealth(update.consecutive_failures, update.backoff_until),
                 gate.delay,
                 update.next_request_at,
             )
-            if update.backoff_until is not None and update.backoff_until > time.time():
-                self.events.host_backoff(update.backoff_until - time.time())
-                break  # 429/503 or repeated failures: leave the host alone for a while
+        return False
 
     async def _robots_gate(
         self, host: HostClaim, session: aiohttp.ClientSession
@@ -296,9 +307,12 @@ class Worker:
         result: FetchResult,
         host: HostContext,
         gate: HostGate,
+        *,
+        release: bool = False,
     ) -> Transition:
         """Every path (fetched, forbidden by robots.txt, redirected): one pure transition,
-        one transaction that writes it, then the metrics."""
+        one transaction that writes it (giving the host back with it when ``release``: the
+        lease's last URL), then the metrics."""
         parse_started = time.perf_counter()
         done = transition(
             record, result, host, self.config.transition_config(),
@@ -320,7 +334,7 @@ class Worker:
         # writes it in one transaction with other hosts' fetches (crawler.daemon.recorder);
         # a failed batch is retried here, fetch by fetch, like a failed single write.
         await self._with_db_retry(
-            lambda: self.recorder.record(done, leased.lease, writes),
+            lambda: self.recorder.record(done, leased.lease, writes, release=release),
             timed=True, lease=leased.lease,
         )
         self.fetches_recorded += 1

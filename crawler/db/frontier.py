@@ -435,7 +435,7 @@ RECORD_COLUMNS = (
     "intervals_observed", "change_rate_per_day", "fetch_rate_per_day", "redirect_to",
     "change_brackets_days", "update_period_days", "update_phase_days", "update_jitter_days",
     "lm_fetches", "lm_changes", "lm_observed_days", "lm_evidence_days",
-    "next_request_at", "host_failures", "backoff_until",
+    "next_request_at", "host_failures", "backoff_until", "release",
 )
 # asyncpg encodes these naive datetimes as PostgreSQL's ±infinity.
 _INFINITY = dt.datetime.max
@@ -459,9 +459,10 @@ def _batch_timestamp(seconds: float | None) -> dt.datetime | None:
 RecordRow = tuple[object, ...]
 
 
-def record_row(t: Transition, lease: Lease) -> RecordRow:
+def record_row(t: Transition, lease: Lease, *, release: bool = False) -> RecordRow:
     """One ``fetch_record`` of ``record_fetches``: everything a transition writes, in
-    RECORD_COLUMNS order, encoded by asyncpg in binary (no JSON to build or parse)."""
+    RECORD_COLUMNS order, encoded by asyncpg in binary (no JSON to build or parse).
+    ``release``: the host's last fetch of this lease, which gives the host back."""
     obs, after, schedule, host = t.observation, t.record, t.schedule, t.host
     periodic = after.periodic
     history = after.history
@@ -483,7 +484,7 @@ def record_row(t: Transition, lease: Lease) -> RecordRow:
         periodic.jitter_days if periodic else None, lm.fetches, lm.changes, lm.observed_days,
         _floats(after.last_modified_evidence_days),
         to_datetime(host.next_request_at), host.consecutive_failures,
-        to_datetime(host.backoff_until),
+        to_datetime(host.backoff_until), release,
     )
 
 
@@ -513,6 +514,17 @@ async def record_fetch(
     if t.record.url_id not in written:
         raise LeaseLost(lease, "fetch record")
     return written[t.record.url_id]
+
+
+async def recorded(conn: asyncpg.Connection | asyncpg.Pool, ts: Sequence[Transition]) -> set[int]:
+    """The url ids of those fetches whose observation is already in the database: a record
+    that also released its host, retried after a lost acknowledgement, finds no lease to
+    check, yet was written."""
+    rows = await conn.fetch(
+        QUERIES["recorded_fetches"], [t.record.url_id for t in ts],
+        [t.record.host_id for t in ts], [to_datetime(t.observation.fetched_at) for t in ts],
+    )
+    return {r["url_id"] for r in rows}
 
 
 async def release_host(conn: asyncpg.Connection | asyncpg.Pool, lease: Lease) -> bool:

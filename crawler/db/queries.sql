@@ -158,7 +158,8 @@ ORDER BY lh.id, lu.next_fetch_at;
 -- clock, and stays locked until commit; an item whose lease is gone writes nothing and is absent
 -- from the result. One row per item written: its url_id, and whether its observation is new
 -- (unique on (url_id, fetched_at): a batch retried after a lost acknowledgement changes
--- nothing). At most one item per host.
+-- nothing). At most one item per host. An item with ``release`` set is the host's last fetch
+-- of the lease: the host is given back in the same update (as release_hosts would).
 -- Each host is probed by primary key, one item after the other in host id order (the LATERAL
 -- with LIMIT keeps the planner from turning the probes into a scan of hosts or of
 -- hosts_lease_owner_idx, whatever the cached generic plan estimates), and locked as it is
@@ -225,12 +226,20 @@ url AS (
     WHERE u.id = n.url_id AND u.host_id = n.host_id
 ),
 host AS (
-    UPDATE hosts
+    UPDATE hosts AS h
     SET next_request_at = n.next_request_at,
         consecutive_failures = n.host_failures,
-        backoff_until = n.backoff_until
+        backoff_until = n.backoff_until,
+        lease_owner = CASE WHEN n.release THEN NULL ELSE h.lease_owner END,
+        lease_expires_at = CASE WHEN n.release THEN NULL ELSE h.lease_expires_at END,
+        -- Released: the earliest due time among its URLs, this one at its new time (the
+        -- statement's snapshot still holds its old row).
+        next_due_at = CASE WHEN n.release THEN LEAST(n.next_fetch_at, (
+            SELECT min(next_fetch_at) FROM urls
+            WHERE host_id = h.id AND id <> n.url_id
+        )) ELSE h.next_due_at END
     FROM held AS n
-    WHERE hosts.id = n.host_id
+    WHERE h.id = n.host_id
 )
 SELECT n.url_id, n.url_id IN (SELECT url_id FROM observation) AS written
 FROM held AS n;
@@ -264,6 +273,16 @@ SET lease_owner = NULL,
 FROM lease
 WHERE h.id = lease.id
 RETURNING h.id;
+
+-- name: recorded_fetches
+-- Which of these fetches ($1 url ids, $2 host ids, $3 fetched_at) have their observation
+-- (observations' unique index): a record that released its host, retried after a lost
+-- acknowledgement, has no lease left to check.
+SELECT o.url_id
+FROM observations AS o
+JOIN unnest($1::bigint[], $2::bigint[], $3::timestamptz[]) AS t(url_id, host_id, fetched_at)
+    ON o.url_id = t.url_id AND o.host_id = t.host_id AND o.fetched_at = t.fetched_at
+WHERE o.host_id = ANY($2::bigint[]);
 
 -- name: release_owner
 -- Shutdown: give back every host this owner still holds (hosts_lease_owner_idx); the count.

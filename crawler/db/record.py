@@ -56,6 +56,7 @@ class BatchItem:
     t: Transition
     lease: Lease
     extra_writes: Sequence[ExtraWrite] = ()
+    release: bool = False  # the host's last fetch of the lease: give the host back with it
 
     @property
     def batchable(self) -> bool:
@@ -75,7 +76,7 @@ async def write_batch(
     nothing, its extra writes included, and does not stop the others. A database error
     rolls the whole batch back and is raised: nothing of it was written.
     """
-    rows = [frontier.record_row(i.t, i.lease) for i in items]
+    rows = [frontier.record_row(i.t, i.lease, release=i.release) for i in items]
     if not any(i.extra_writes for i in items):
         written = await frontier.record_fetches(pool, rows)  # one statement: one transaction
     else:
@@ -85,6 +86,9 @@ async def write_batch(
                 if item.t.url_id in written:
                     for write in item.extra_writes:
                         await write(conn, item.t)
+    refused = [i.t for i in items if i.release and i.t.url_id not in written]
+    if refused:  # given back by a first attempt (extra writes and all) whose ack was lost?
+        written.update(dict.fromkeys(await frontier.recorded(pool, refused), False))
     return [
         written[i.t.url_id] if i.t.url_id in written else LeaseLost(i.lease, "fetch record")
         for i in items

@@ -45,7 +45,8 @@ def upgrade() -> None:
             update_phase_days double precision, update_jitter_days double precision,
             lm_fetches integer, lm_changes integer, lm_observed_days double precision,
             lm_evidence_days double precision[],
-            next_request_at timestamptz, host_failures integer, backoff_until timestamptz
+            next_request_at timestamptz, host_failures integer, backoff_until timestamptz,
+            release boolean
         )
         """
     )

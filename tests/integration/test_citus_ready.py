@@ -148,7 +148,7 @@ def test_every_statement_on_host_owned_tables_names_its_hosts() -> None:
         assert name in QUERIES, name
         assert host_owned_tables(QUERIES[name]), name
     # The hot statements are not on the allow-list.
-    hot = {"record_fetches", "release_hosts", "window_rows",
+    hot = {"record_fetches", "recorded_fetches", "release_hosts", "window_rows",
            "window_out_links", "window_in_links", "window_summary", "window_members",
            "delete_out_links_to", "upsert_out_links",
            "seed_hosts_from_staging", "seed_urls_from_staging",

@@ -110,6 +110,7 @@ EXPLAINED = {
     "claim_due_work": [4, "me", 4, 60.0],
     "release_owner": ["me"],
     "release_hosts": [[1], ["me"], [1]],
+    "recorded_fetches": [[1], [7], [NOW]],
     "earliest_due": [],
     "refresh_host_due": [[1, 2]],
     "store_robots": ['{"id": 1}', "me", 1, True],

@@ -74,6 +74,60 @@ async def test_many_hosts_fetches_commit_in_one_transaction(db_url: str) -> None
         await pool.close()
 
 
+async def test_the_last_record_of_a_lease_gives_the_host_back(db_url: str) -> None:
+    """Released with its last fetch: one write of the host row, its due time recomputed from
+    the URL's new schedule and the URLs not fetched; a retry after a lost acknowledgement is
+    "already recorded", not a lost lease."""
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        claims = await claimed(pool, 4, per_host=3)
+        recorder = Recorder(pool, linger_seconds=0.2)
+        # Two URLs of each host recorded; the second gives the host back.
+        firsts = [fetched(c, 0) for c in claims]
+        assert await asyncio.gather(*(recorder.record(t, c.lease) for t, c in
+                                      zip(firsts, claims, strict=True))) == [True] * 4
+        lasts = [fetched(c, 1) for c in claims]
+        written = await asyncio.gather(*(recorder.record(t, c.lease, release=True)
+                                         for t, c in zip(lasts, claims, strict=True)))
+        assert written == [True] * 4
+        assert recorder.releases.batches == 0  # no release statement
+        hosts = {r["id"]: r for r in await pool.fetch(
+            "SELECT id, lease_owner, lease_expires_at, next_due_at, ready_at FROM hosts")}
+        for c in claims:
+            host = hosts[c.host_id]
+            assert host["lease_owner"] is None and host["lease_expires_at"] is None
+            # The third URL was never fetched: still due, so the host is ready again.
+            unfetched = await pool.fetchval(
+                "SELECT next_fetch_at FROM urls WHERE id = $1", c.urls[2].url_id)
+            assert host["next_due_at"] == unfetched
+            assert host["ready_at"] is not None
+        # Once every URL is recorded the host's due time is the earliest new schedule.
+        await pool.execute("UPDATE hosts SET next_request_at = '-infinity'")  # no delay
+        again = await frontier.claim(pool, "me", max_hosts=4, urls_per_host=3,
+                                     lease_seconds=60)
+        assert {c.host_id for c in again} == {c.host_id for c in claims}
+        thirds = {c.host_id: fetched(c, 0) for c in again}
+        assert await asyncio.gather(*(recorder.record(thirds[c.host_id], c.lease, release=True)
+                                      for c in again)) == [True] * 4
+        due = {r["id"]: r["next_due_at"].timestamp() for r in await pool.fetch(
+            "SELECT id, next_due_at FROM hosts")}
+        for c in again:
+            expected = await pool.fetchval(
+                "SELECT min(next_fetch_at) FROM urls WHERE host_id = $1", c.host_id)
+            assert due[c.host_id] == pytest.approx(expected.timestamp())
+            assert due[c.host_id] > time.time()
+        # The acknowledgement was lost; the same writes again: already recorded.
+        retried = await asyncio.gather(*(recorder.record(thirds[c.host_id], c.lease, release=True)
+                                         for c in again))
+        assert retried == [False] * 4
+        assert await counts(pool) == (12, 12)
+        # A released host's lease is gone for any other write.
+        with pytest.raises(LeaseLost):
+            await recorder.record(fetched(again[0], 0), again[0].lease)
+    finally:
+        await pool.close()
+
+
 async def test_a_lone_fetch_is_not_held_back(db_url: str) -> None:
     pool = await asyncpg.create_pool(db_url)
     try:
