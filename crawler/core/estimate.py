@@ -10,6 +10,7 @@ Time is in days and rates are per day. Pure functions over plain data: no clock,
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -409,7 +410,7 @@ def _mode_in_numpy(
     drops the term), so that e^u never overflows; the sums are dot products, the cheapest
     reduction numpy offers on short arrays.
     """
-    ones = np.ones(intervals.size)
+    ones = _ones(intervals.size)
     curvature = -1.0
     for _ in range(40):
         rate = math.exp(x)
@@ -451,7 +452,7 @@ def _log_detect_sums_in_numpy(node_rates: Sequence[float], intervals: FloatArray
     """
     negated = np.multiply.outer(np.array(node_rates), -intervals)
     detect = np.log(-np.expm1(np.minimum(negated, -_DETECT_FLOOR)))
-    sums: list[float] = detect.dot(np.ones(intervals.size)).tolist()
+    sums: list[float] = detect.dot(_ones(intervals.size)).tolist()
     return sums
 
 
@@ -470,6 +471,15 @@ which costs about what the float loops cost on 10 intervals."""
 
 
 _DETECT_FLOOR = 1e-300
+
+
+@functools.cache
+def _ones(size: int) -> FloatArray:
+    """A shared, read-only vector of ones: the sums are dot products with it (np.ones on every
+    call cost as much as the dot itself)."""
+    ones = np.ones(size)
+    ones.flags.writeable = False
+    return ones
 
 
 def _log_detect(u: float) -> float:
