@@ -450,7 +450,7 @@ def _log_detect_sums_in_numpy(node_rates: Sequence[float], intervals: FloatArray
     Floored as `_log_detect` floors (an underflowed product, never in practice), which spares
     the slow np.errstate context on this hot path.
     """
-    negated = np.multiply.outer(np.array(node_rates), -intervals)
+    negated = np.multiply.outer(np.array([-rate for rate in node_rates]), intervals)
     detect = np.log(-np.expm1(np.minimum(negated, -_DETECT_FLOOR)))
     sums: list[float] = detect.dot(_ones(intervals.size)).tolist()
     return sums
