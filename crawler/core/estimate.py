@@ -407,15 +407,20 @@ def _mode_in_numpy(
     """`_mode_in_floats` with each step's sums taken in numpy (long records).
 
     u is capped at `_NEWTON_NEGLIGIBLE_U`, where g is already under 1e-301 (the float loop
-    drops the term), so that e^u never overflows; the sums are dot products, the cheapest
-    reduction numpy offers on short arrays.
+    drops the term), so that e^u never overflows; the cap is skipped (one array pass) when
+    the longest interval stays under it. The sums are dot products, the cheapest reduction
+    numpy offers on short arrays.
     """
     ones = _ones(intervals.size)
+    longest = float(np.maximum.reduce(intervals))
     curvature = -1.0
     for _ in range(40):
         rate = math.exp(x)
         u = intervals * rate
-        g = u / np.expm1(np.minimum(u, _NEWTON_NEGLIGIBLE_U))
+        if rate * longest < _NEWTON_NEGLIGIBLE_U:
+            g = u / np.expm1(u)
+        else:
+            g = u / np.expm1(np.minimum(u, _NEWTON_NEGLIGIBLE_U))
         total = float(g.dot(ones))
         slope = total + shape - exposure_days * rate
         curvature = total - float(g.dot(u + g)) - exposure_days * rate
