@@ -228,7 +228,9 @@ def detect_period_from_intervals(
         newest = np.argsort(ends)[-max_intervals:]
         starts, ends, changed = starts[newest], ends[newest], changed[newest]
     lengths = ends - starts
-    poisson = _poisson_log_likelihood(lengths, changed)
+    # The Poisson fit (a root search) is needed only by a candidate that passes the cheap
+    # tests; most records have none.
+    poisson: float | None = None
     rayleigh_threshold = significance / len(candidates)
     required_strength = math.log(len(candidates) / significance)
     penalty = math.log(starts.size)
@@ -250,6 +252,8 @@ def detect_period_from_intervals(
         )
         if _repeat_fraction(starts, ends, changed, period_days, phase) > max_repeat_fraction:
             continue
+        if poisson is None:
+            poisson = _poisson_log_likelihood(lengths, changed)
         strength = periodic - poisson - penalty
         if strength <= required_strength or (best is not None and strength <= best.strength):
             continue
