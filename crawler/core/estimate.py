@@ -466,13 +466,13 @@ _NEWTON_NEGLIGIBLE_U = 700.0
 _NEWTON_TOLERANCE = 1e-3
 """A step this small leaves the mode off by ~1e-6 in log lam; the reweighted nodes then move
 the mean by under 1e-4 relative (tests/unit/test_estimate.py), 300x inside its error."""
-_SCALAR_MODE_MAX_INTERVALS = 24
-"""Longer records take the Newton steps in numpy. A step is ~7 numpy calls of ~1 us each
-against ~0.25 us per interval in floats: measured on the simulator's grimes histories, the
-two cost the same at about 20 intervals."""
-_SCALAR_NODES_MAX_INTERVALS = 12
+_SCALAR_MODE_MAX_INTERVALS = 36
+"""Longer records take the Newton steps in numpy. Measured on the simulator's grimes
+histories (best of five, process time), numpy's fixed cost per step (seven calls) matches the
+float loop's per-interval cost at 30 to 40 intervals."""
+_SCALAR_NODES_MAX_INTERVALS = 8
 """Longer records weigh the Gauss-Hermite nodes in numpy: the five node passes are one array,
-which costs about what the float loops cost on 10 intervals."""
+as cheap as the float loops from about 8 intervals (same measurement)."""
 
 
 _DETECT_FLOOR = 1e-300
