@@ -160,14 +160,18 @@ def _periodic_log_likelihood(
     shape = (-1, 1, 1)
     phase_grid = phases_days[None, :, None]
     jitter_grid = jitters_days[None, None, :]
-    slots = _expected_slots_up_to(
-        ends.reshape(shape), phase_grid, jitter_grid, period_days
-    ) - _expected_slots_up_to(starts.reshape(shape), phase_grid, jitter_grid, period_days)
+    # Consecutive brackets share their ends (a changed bracket ends where the unchanged gap
+    # after it starts): the slot counts, most of the cost, are computed once per instant.
+    instants, where = np.unique(np.concatenate([starts, ends]), return_inverse=True)
+    counts = _expected_slots_up_to(instants.reshape(shape), phase_grid, jitter_grid, period_days)
+    slots = counts[where[starts.size :]] - counts[where[: starts.size]]
     hit = np.clip(slots, 0.0, 1.0)
     change_probability = leak_probability + (1.0 - 2.0 * leak_probability) * hit
-    per_interval = np.where(
-        changed.reshape(shape), np.log(change_probability), np.log1p(-change_probability)
-    )
+    # Each row needs only one of the two logarithms.
+    per_interval = np.empty_like(change_probability)
+    per_interval[changed] = np.log(change_probability[changed])
+    unchanged = ~changed
+    per_interval[unchanged] = np.log1p(-change_probability[unchanged])
     result: FloatArray = per_interval.sum(axis=0)
     return result
 
@@ -224,7 +228,9 @@ def detect_period_from_intervals(
         newest = np.argsort(ends)[-max_intervals:]
         starts, ends, changed = starts[newest], ends[newest], changed[newest]
     lengths = ends - starts
-    poisson = _poisson_log_likelihood(lengths, changed)
+    # The Poisson fit (a root search) is needed only by a candidate that passes the cheap
+    # tests; most records have none.
+    poisson: float | None = None
     rayleigh_threshold = significance / len(candidates)
     required_strength = math.log(len(candidates) / significance)
     penalty = math.log(starts.size)
@@ -246,6 +252,8 @@ def detect_period_from_intervals(
         )
         if _repeat_fraction(starts, ends, changed, period_days, phase) > max_repeat_fraction:
             continue
+        if poisson is None:
+            poisson = _poisson_log_likelihood(lengths, changed)
         strength = periodic - poisson - penalty
         if strength <= required_strength or (best is not None and strength <= best.strength):
             continue

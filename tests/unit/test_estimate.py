@@ -319,12 +319,14 @@ def test_fast_posterior_newton_stop_moves_the_mean_by_under_1e4(
     assert max(errors) > 0.0  # the stop does cut the search short somewhere
 
 
-def test_fast_posterior_numpy_and_float_nodes_agree(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Long records weigh the Gauss-Hermite nodes in numpy, short ones in floats: the same
-    formula, so the same value to rounding."""
+def test_fast_posterior_numpy_and_float_passes_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long records take the Newton steps and weigh the Gauss-Hermite nodes in numpy, short
+    ones in floats: the same formulas, so the same value to rounding."""
     cases = [c for c in _random_cases(random.Random(12), 120) if c[0].changes > 0]
+    monkeypatch.setattr(estimate, "_SCALAR_MODE_MAX_INTERVALS", 0)
     monkeypatch.setattr(estimate, "_SCALAR_NODES_MAX_INTERVALS", 0)
     in_numpy = [fast_posterior_rate(h, p, g) for h, p, g in cases]
+    monkeypatch.setattr(estimate, "_SCALAR_MODE_MAX_INTERVALS", MAX_CHANGED_INTERVALS)
     monkeypatch.setattr(estimate, "_SCALAR_NODES_MAX_INTERVALS", MAX_CHANGED_INTERVALS)
     in_floats = [fast_posterior_rate(h, p, g) for h, p, g in cases]
     for a, b in zip(in_numpy, in_floats, strict=True):

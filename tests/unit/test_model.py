@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from crawler.core.estimate import ChangeHistory, LastModifiedHistory
-from crawler.core.model import UrlRecord, UrlState, replace_record
+from crawler.core.model import UrlRecord, UrlState, replace_record, with_own_rate
 from crawler.core.periodic import PeriodicModel
 
 
@@ -79,3 +79,13 @@ def test_url_record_has_no_post_init_for_the_fast_copy_to_skip() -> None:
     """replace_record fills the slots without calling __init__: were UrlRecord to gain a
     __post_init__ (validation, derived fields), the copy would silently skip it."""
     assert not hasattr(UrlRecord, "__post_init__")
+
+
+def test_with_own_rate_fills_the_rate_of_a_fresh_copy() -> None:
+    """The transition's one-copy path gives the value the copy would have."""
+    record = _every_field_set()
+    fresh = replace_record(record)
+    filled = with_own_rate(fresh, 2.25)
+    assert filled is fresh
+    assert filled == dataclasses.replace(record, change_rate_per_day=2.25)
+    assert record.change_rate_per_day != 2.25  # the original is untouched

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawler.config import default_settings, schedule_policy
+from crawler.core import periodic
 from crawler.core.estimate import DEFAULT_PRIOR, ChangeHistory
 from crawler.core.model import SECONDS_PER_DAY, Observation, Outcome, UrlRecord
 from crawler.core.periodic import (
@@ -248,3 +249,28 @@ def test_a_timed_page_fetched_early_retries_as_late_after_its_target() -> None:
     # On time and nothing new (a skipped update): no retry within the cycle.
     on_time = next_fetch(record, _unchanged(target + MINUTE_DAYS), policy)
     assert on_time.next_fetch_at / SECONDS_PER_DAY > target + 0.5
+
+
+def test_bracket_likelihood_equals_the_direct_formula() -> None:
+    """The likelihood surface computes each shared bracket end once and one logarithm per
+    row: bit for bit the direct formula (slot counts at both ends of every bracket, log or
+    log1p chosen by np.where)."""
+    rng = np.random.default_rng(4)
+    edges = np.cumsum(rng.uniform(0.01, 0.4, 41)) + EPOCH_DAYS
+    starts, ends = edges[:-1], edges[1:]  # consecutive brackets: shared ends
+    changed = rng.random(starts.size) < 0.4
+    phases = np.linspace(0.0, 0.9, 13)
+    jitters = np.geomspace(0.002, 0.12, 7)
+    shape = (-1, 1, 1)
+    grid = (phases[None, :, None], jitters[None, None, :], 1.0)
+    slots = periodic._expected_slots_up_to(
+        ends.reshape(shape), *grid
+    ) - periodic._expected_slots_up_to(starts.reshape(shape), *grid)
+    probability = 0.02 + 0.96 * np.clip(slots, 0.0, 1.0)
+    direct = np.where(
+        changed.reshape(shape), np.log(probability), np.log1p(-probability)
+    ).sum(axis=0)
+    surface = periodic._periodic_log_likelihood(
+        starts, ends, changed, phases, jitters, 1.0, 0.02
+    )
+    assert np.array_equal(surface, direct)
