@@ -390,10 +390,11 @@ async def reschedule(
     Each chunk is read, decided and written in statements of their own, each its own short
     transaction, and every write skips rows a fetcher holds locked instead of waiting: the
     fetch loop never waits for a lock the planner holds across two statements, and the
-    planner is never in a deadlock with it. A URL leased or fetched meanwhile is left to its
-    fetcher; a host skipped when its due time is refreshed is retried. ``stale_hosts`` holds
-    the hosts whose URLs moved but whose due time is not refreshed yet: the caller keeps it
-    across rounds, so that a walk cut short by a database error is caught up by the next.
+    planner is never in a deadlock with it. A URL whose host is leased, or fetched meanwhile,
+    is left to its fetcher; a host skipped when its due time is refreshed is retried.
+    ``stale_hosts`` holds the hosts whose URLs moved but whose due time is not refreshed yet:
+    the caller keeps it across rounds, so that a walk cut short by a database error is caught
+    up by the next.
     """
     assert policy.mu is not None
     after = 0
