@@ -392,13 +392,19 @@ def _mode_in_floats(
                 bend += g - g * (u + g)
         slope += shape - exposure_days * rate
         curvature = bend - exposure_days * rate
-        if not curvature < 0.0:
-            break
-        step = max(-2.0, min(2.0, -slope / curvature))
-        x += step
-        if abs(step) < _NEWTON_TOLERANCE:
+        x, done = _newton_step(x, slope, curvature)
+        if done:
             break
     return x, curvature
+
+
+def _newton_step(x: float, slope: float, curvature: float) -> tuple[float, bool]:
+    """One safeguarded Newton step in x = log lam (at most 2 either way, since a far start
+    can overshoot); the new x and whether to stop (not concave there, or converged)."""
+    if not curvature < 0.0:
+        return x, True
+    step = max(-2.0, min(2.0, -slope / curvature))
+    return x + step, abs(step) < _NEWTON_TOLERANCE
 
 
 def _mode_in_numpy(
@@ -424,11 +430,8 @@ def _mode_in_numpy(
         total = float(g.dot(ones))
         slope = total + shape - exposure_days * rate
         curvature = total - float(g.dot(u + g)) - exposure_days * rate
-        if not curvature < 0.0:
-            break
-        step = max(-2.0, min(2.0, -slope / curvature))
-        x += step
-        if abs(step) < _NEWTON_TOLERANCE:
+        x, done = _newton_step(x, slope, curvature)
+        if done:
             break
     return x, curvature
 
