@@ -25,7 +25,7 @@ from crawler.core.model import (
     Schedule,
     UrlRecord,
     UrlState,
-    with_own_rate,
+    replace_record,
 )
 from crawler.core.observe import (
     as_permanent_redirect,
@@ -237,12 +237,9 @@ def transition(
             state_changed=after.state != record.state,
             first_fetch=record.last_fetched_at is None,
         )
-    # ``after`` is this call's own copy (updated_record always builds one) and next_fetch
-    # keeps nothing: its rate is filled in place rather than copied again.
-    assert after is not record
     return Transition(
         before=record,
-        record=with_own_rate(after, schedule.change_rate_per_day),
+        record=replace_record(after, change_rate_per_day=schedule.change_rate_per_day),
         observation=obs,
         schedule=schedule,
         host=host_update(host, result, config.breaker, now=now, rng_value=rng_value),

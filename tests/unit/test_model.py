@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from crawler.core.estimate import ChangeHistory, LastModifiedHistory
-from crawler.core.model import UrlRecord, UrlState, replace_record, with_own_rate
+from crawler.core.model import UrlRecord, UrlState, replace_record
 from crawler.core.periodic import PeriodicModel
 
 
@@ -81,11 +81,11 @@ def test_url_record_has_no_post_init_for_the_fast_copy_to_skip() -> None:
     assert not hasattr(UrlRecord, "__post_init__")
 
 
-def test_with_own_rate_fills_the_rate_of_a_fresh_copy() -> None:
-    """The transition's one-copy path gives the value the copy would have."""
+def test_the_transitions_rate_copy_gives_the_value_dataclasses_would() -> None:
+    """The transition's last copy (the rate filled in) gives the value the copy would have."""
     record = _every_field_set()
     fresh = replace_record(record)
-    filled = with_own_rate(fresh, 2.25)
-    assert filled is fresh
+    filled = replace_record(fresh, change_rate_per_day=2.25)
+    assert filled is not fresh
     assert filled == dataclasses.replace(record, change_rate_per_day=2.25)
     assert record.change_rate_per_day != 2.25  # the original is untouched
