@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import statistics
 import time
@@ -31,6 +30,7 @@ from dataclasses import replace
 
 import asyncpg
 import numpy as np
+from scratch import add_database_url
 
 from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
@@ -367,12 +367,7 @@ if __name__ == "__main__":
                         help="URLS:HOSTS[,URLS:HOSTS...], e.g. 10000000:1000000 for 10^7")
     parser.add_argument("--no-planner", action="store_true", help="skip the planner round")
     parser.add_argument("--record-seconds", type=float, default=20.0)
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("CRAWLER_TEST_DATABASE_URL",
-                               "postgresql://postgres@127.0.0.1:5432/postgres"),
-        help="A server where the bench may create and drop a scratch database.",
-    )
+    add_database_url(parser)
     args = parser.parse_args()
     sizes = [(int(u), int(h)) for u, h in (p.split(":") for p in args.sizes.split(","))]
     asyncio.run(main(args.database_url, sizes, not args.no_planner, args.record_seconds))

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import asyncpg
 import numpy as np
+from scratch import add_database_url
 
 from crawler.core.plan import solve_mu
 from crawler.db import migrate
@@ -74,12 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("urls", nargs="?", type=int, default=10_000_000)
     parser.add_argument("--beside-fetching", type=int, metavar="RUNS", default=0)
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("CRAWLER_TEST_DATABASE_URL",
-                               "postgresql://postgres@127.0.0.1:5432/postgres"),
-        help="A server where the bench may create and drop a scratch database.",
-    )
+    add_database_url(parser)
     args = parser.parse_args()
     if args.beside_fetching:
         asyncio.run(beside_fetching(args.database_url, args.beside_fetching))

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import time
 import uuid
 
 import asyncpg
+from scratch import add_database_url
 
 from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
@@ -129,11 +129,6 @@ async def main(url: str, n_urls: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--urls", type=int, default=2000)
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("CRAWLER_TEST_DATABASE_URL",
-                               "postgresql://postgres@127.0.0.1:5432/postgres"),
-        help="A server where the bench may create and drop a scratch database.",
-    )
+    add_database_url(parser)
     args = parser.parse_args()
     asyncio.run(main(args.database_url, args.urls))
