@@ -129,7 +129,10 @@ async def fetch_now(pool: asyncpg.Pool, url: str) -> asyncpg.Record:
     host_id = await pool.fetchval(
         "UPDATE urls SET next_fetch_at = now() WHERE url = $1 RETURNING host_id", url
     )
-    await pool.execute(QUERIES["refresh_host_due"], [host_id])
+    # refresh_host_due skips a host the worker holds locked (its record or release is being
+    # written); like the planner, retry until it took.
+    while not await pool.fetch(QUERIES["refresh_host_due"], [host_id]):
+        await asyncio.sleep(0.05)
 
     async def fetched() -> bool:
         count = await pool.fetchval("SELECT fetch_count FROM urls WHERE url = $1", url)
