@@ -82,17 +82,24 @@ def alpha_for_period(
     if period_days <= beta_days:
         return 1.0
 
-    def integrand(t: float) -> float:
-        if t <= 0.0:
-            return 0.0
-        return float(weibull_pdf(np.array(t), shape, scale_days)) * float(
-            page_beta_currency(t, period_days, beta_days)
-        )
+    def integrand(p: float) -> float:
+        # The page at quantile p of the lifetime distribution: t = scale (-log(1 - p))^(1/k).
+        if p <= 0.0:
+            return beta_days / period_days
+        if p >= 1.0:
+            return 1.0
+        t = scale_days * (-math.log1p(-p)) ** (1.0 / shape)
+        return float(page_beta_currency(t, period_days, beta_days))
 
-    # Split at the scale so quad sees both the body and the long tail.
-    body, _ = integrate.quad(integrand, 0.0, scale_days, limit=200)
-    tail, _ = integrate.quad(integrand, scale_days, math.inf, limit=200)
-    return float(min(1.0, body + tail))
+    # Integrated over the quantile p rather than the lifetime t: the integrand is then bounded
+    # (in [beta / T, 1]) on [0, 1], where the Weibull density is infinite at t = 0 for a shape
+    # under 1 and its tail, mapped onto [scale, inf), can fall between quad's samples.
+    total, _ = integrate.quad(integrand, 0.0, 1.0, limit=200)
+    return float(min(1.0, total))
+
+
+_SHORTEST_PERIOD_DAYS = 1e-3 / SECONDS_PER_DAY
+"""The shortest fetch period ``required_period`` considers: a millisecond."""
 
 
 def required_period(alpha: float, beta_days: float, shape: float, scale_days: float) -> float:
@@ -106,7 +113,14 @@ def required_period(alpha: float, beta_days: float, shape: float, scale_days: fl
         raise ValueError(f"alpha must be in (0, 1): {alpha}")
     if beta_days < 0:
         raise ValueError("grace period must be non-negative")
-    low = max(beta_days, 1e-9)
+    low = max(beta_days, _SHORTEST_PERIOD_DAYS)
+    if alpha_for_period(low, beta_days, shape, scale_days) <= alpha:
+        # Only with no grace period (at T = beta, alpha is 1): so many lifetimes are shorter
+        # than a millisecond that no fetch period reaches alpha.
+        raise ValueError(
+            f"alpha {alpha} is out of reach: even a fetch every "
+            f"{low * SECONDS_PER_DAY:.3g} s leaves too many of these pages stale"
+        )
     high = max(2.0 * low, 1.0)
     while alpha_for_period(high, beta_days, shape, scale_days) > alpha:
         high *= 2.0
@@ -117,7 +131,7 @@ def required_period(alpha: float, beta_days: float, shape: float, scale_days: fl
             lambda period: alpha_for_period(period, beta_days, shape, scale_days) - alpha,
             low,
             high,
-            xtol=1e-9,
+            xtol=min(1e-9, 1e-6 * low),
             rtol=1e-12,
         )
     )

@@ -327,6 +327,15 @@ def level_set_figure(
     )
 
 
+def _required_period_or_nan(alpha: float, beta_days: float, shape: float, scale: float) -> float:
+    """A point of the level set, or NaN (not drawn) where alpha is out of reach: with no
+    grace period and lifetimes fitted to a few seconds, no fetch period reaches it."""
+    try:
+        return capacity.required_period(alpha, beta_days, shape, scale)
+    except ValueError:
+        return math.nan
+
+
 def draw_level_set(
     shape: float,
     scale_days: float,
@@ -345,9 +354,7 @@ def draw_level_set(
     beta_max = beta_max_days if beta_max_days is not None else scale_days / 5.0
     unit = time_unit_for(beta_max)
     betas = np.linspace(0.0, beta_max, _LEVEL_SET_POINTS)
-    periods = np.array(
-        [capacity.required_period(alpha, float(b), shape, scale_days) for b in betas]
-    )
+    periods = np.array([_required_period_or_nan(alpha, float(b), shape, scale_days) for b in betas])
     figure, axes = _new_axes()
     axes.plot(unit.of(betas), unit.of(periods), color="tab:blue", label="uniform schedule")
     if include_optimal:

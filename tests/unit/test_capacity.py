@@ -222,3 +222,21 @@ def test_plan_command_text_and_usage_errors(capsys: pytest.CaptureFixture[str]) 
     assert code == 0 and "Mbit/s" not in out and "8.58 days" in out
     code, _, err = _run_plan(["--weibull-shape", "1.4"], capsys)
     assert code == 2 and "--weibull-scale" in err
+
+
+@pytest.mark.parametrize(("shape", "scale_days"), [(1.5, 1e-4), (3.0, 1e-3), (0.5, 0.01)])
+def test_a_lifetime_of_minutes_has_a_level_set_from_beta_zero(
+    shape: float, scale_days: float
+) -> None:
+    # A demo crawl fits lifetimes of minutes. Integrated over t, the tail beyond such a
+    # scale fell between quad's samples: alpha(1e-9 days) came out 0.63 and the report died.
+    assert capacity.alpha_for_period(1e-9, 0.0, shape, scale_days) > 0.999
+    period = capacity.required_period(0.95, 0.0, shape, scale_days)
+    assert 0.0 < period < scale_days
+    assert capacity.alpha_for_period(period, 0.0, shape, scale_days) == pytest.approx(0.95)
+
+
+def test_an_alpha_out_of_reach_is_a_clear_error() -> None:
+    # Shape 0.2: a sixth of the lifetimes are under a millisecond.
+    with pytest.raises(ValueError, match="out of reach"):
+        capacity.required_period(0.95, 0.0, 0.2, 0.01)
