@@ -43,9 +43,9 @@ from crawler.core.budget import (
     plan_population,
 )
 from crawler.core.estimate import DEFAULT_PRIOR, ChangeHistory, GammaPrior, fit_gamma_prior
-from crawler.core.model import OK, SECONDS_PER_DAY, Observation, Schedule, UrlRecord
-from crawler.core.plan import fetch_rates
-from crawler.core.schedule import SchedulePolicy, next_fetch
+from crawler.core.model import SECONDS_PER_DAY
+from crawler.core.replan import moved_urls, policy_moved, replanned
+from crawler.core.schedule import SchedulePolicy
 from crawler.db.connect import create_pool
 from crawler.db.errors import DB_ERRORS
 from crawler.db.frontier import record_from_row, to_datetime
@@ -54,11 +54,6 @@ from crawler.metrics import Events
 
 log = logging.getLogger(__name__)
 
-# Rates that moved less than this keep their schedule (no churn of rows for nothing).
-RESCHEDULE_RELATIVE_CHANGE = 0.1
-# μ or the prior moving less than this leaves every rate within RESCHEDULE_RELATIVE_CHANGE of
-# where it was: the round skips the walk over the population.
-REPLAN_RELATIVE_CHANGE = 0.02
 RESCHEDULE_CHUNK = 2_000
 # After each sample statement the planner rests half as long as it took (the solve waits on the
 # sample, so it stays quick: at most two thirds of a core). After each chunk of the rescheduling
@@ -126,6 +121,7 @@ class PlannerOutcome:
     sampled: int
     population: float
     solve_seconds: float
+    walked: bool = False  # whether the round walked the population (μ or the prior moved)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,10 +221,13 @@ async def solve_once(
     rng: np.random.Generator | None = None,
     on_solved: Callable[[SchedulePolicy, PlannerOutcome], None] | None = None,
     stale_hosts: set[int] | None = None,
+    walked: SchedulePolicy | None = None,
 ) -> tuple[SchedulePolicy, PlannerOutcome | None]:
     """One planning round. Returns the policy to use, and the outcome when this daemon solved.
 
     ``stale_hosts``: see ``reschedule``; the round first refreshes those left by the last one.
+    ``walked``: the policy of this daemon's last walk over the population (None: none yet);
+    the round walks when μ or the prior moved materially since (``policy_moved``).
 
     ``on_solved`` hears the new policy as soon as μ is stored, before the (long) walk that
     reschedules the population, so that fetching adopts it at once.
@@ -269,9 +268,9 @@ async def solve_once(
     )
     if on_solved is not None:
         on_solved(new_policy, outcome)
-    if _moved(policy, new_policy):
+    if policy_moved(walked, new_policy):
         outcome = replace(
-            outcome, rescheduled=await reschedule(pool, new_policy, stale_hosts)
+            outcome, rescheduled=await reschedule(pool, new_policy, stale_hosts), walked=True
         )
     # When the round ended (updated_at) and how long it took: figures for operators and tests.
     await pool.execute(
@@ -340,48 +339,6 @@ def _solve_sample(
     )
 
 
-def _relative_change(old: float, new: float) -> float:
-    return abs(new - old) / max(abs(old), 1e-300)
-
-
-def _moved(old: SchedulePolicy, new: SchedulePolicy) -> bool:
-    """Whether μ or the prior moved enough that some URL's rate may have moved materially."""
-    if old.mu is None or new.mu is None:
-        return True
-    return (
-        _relative_change(old.mu, new.mu) > REPLAN_RELATIVE_CHANGE
-        or _relative_change(old.prior.shape, new.prior.shape) > REPLAN_RELATIVE_CHANGE
-        or _relative_change(old.prior.rate, new.prior.rate) > REPLAN_RELATIVE_CHANGE
-        or old.host_priors != new.host_priors
-    )
-
-
-def replanned(record: UrlRecord, policy: SchedulePolicy, now: float) -> Schedule:
-    """The schedule ``next_fetch`` gives the URL's last fetch under the new policy, from now on.
-
-    The same function the worker calls after a fetch, so a detected update period keeps its
-    alignment; a fetch the new rate puts in the past is due now.
-    """
-    assert record.last_fetched_at is not None
-    seen = Observation(
-        fetched_at=record.last_fetched_at,
-        outcome=OK,
-        status=record.last_status,
-        size_bytes=0,
-        duration_seconds=0.0,
-        simhash=record.last_simhash,
-        content_hash=record.last_content_hash,
-        simhash_distance=None,
-        changed=None,
-        content_changed=None,
-        last_modified=record.last_modified,
-        error_kind=None,
-        truncated=False,
-    )
-    schedule = next_fetch(record, seen, policy)
-    return replace(schedule, next_fetch_at=max(now, schedule.next_fetch_at))
-
-
 async def reschedule(
     pool: asyncpg.Pool, policy: SchedulePolicy, stale_hosts: set[int] | None = None
 ) -> int:
@@ -417,13 +374,7 @@ async def reschedule(
             dtype=np.float64,
         )
         weights = np.array([r["importance"] for r in rows], dtype=np.float64)
-        new = fetch_rates(
-            change, weights, policy.mu, policy.objective,
-            beta_days=policy.beta_seconds / SECONDS_PER_DAY,
-            min_interval_days=policy.min_interval_seconds / SECONDS_PER_DAY,
-            max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
-        )
-        moved = (old <= 0) | (np.abs(new - old) > RESCHEDULE_RELATIVE_CHANGE * old)
+        moved = moved_urls(old, change, weights, policy)
         if moved.any():
             count, hosts = await _reschedule_ids(
                 pool, ids[moved].tolist(), host_ids[moved].tolist(), policy
@@ -505,6 +456,7 @@ async def run_planner(
     # A round another daemon started less than this long ago counts as this interval's.
     round_seconds = 0.8 * interval_seconds
     stale_hosts: set[int] = set()  # URLs rescheduled, due time not yet refreshed
+    walked: SchedulePolicy | None = None  # the policy of the last walk over the population
     while True:
         started = time.monotonic()
 
@@ -516,8 +468,10 @@ async def run_planner(
             policy, outcome = await solve_once(
                 pool, get_policy(), inputs,
                 window_seconds=max(2.0 * interval_seconds, 5.0), round_seconds=round_seconds,
-                on_solved=adopt, stale_hosts=stale_hosts,
+                on_solved=adopt, stale_hosts=stale_hosts, walked=walked,
             )
+            if outcome is not None and outcome.walked:
+                walked = policy
             if outcome is None:
                 set_policy(policy)
             else:

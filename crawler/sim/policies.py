@@ -6,6 +6,7 @@ fetch time, so a policy only ranks pages; all spend the same budget.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -15,8 +16,9 @@ from numpy.typing import NDArray
 from crawler.config import default_settings, schedule_policy
 from crawler.core import plan
 from crawler.core.estimate import DEFAULT_PRIOR, fit_gamma_prior
-from crawler.core.model import SECONDS_PER_DAY
-from crawler.core.schedule import min_interval_days
+from crawler.core.model import SECONDS_PER_DAY, replace_record
+from crawler.core.replan import moved_urls, policy_moved, replanned
+from crawler.core.schedule import SchedulePolicy, min_interval_days
 from crawler.sim.populations import Population
 from crawler.sim.step import first_record, simulated_fetch, simulated_result, transition_config
 
@@ -35,8 +37,9 @@ class Policy(Protocol):
         `last_change` is the page's truthful Last-Modified (days), for pages that send one."""
         ...
 
-    def on_day(self, now_days: float) -> None:
-        """Called once per virtual day: periodic re-planning."""
+    def on_day(self, now_days: float) -> Sequence[tuple[int, float]]:
+        """Called once per virtual day: periodic re-planning. Returns the pages it
+        rescheduled, with their new next fetch times (days)."""
         ...
 
 
@@ -65,8 +68,8 @@ class _IntervalPolicy:
         self.intervals_days[page] = interval
         return now_days + interval
 
-    def on_day(self, now_days: float) -> None:
-        return None
+    def on_day(self, now_days: float) -> Sequence[tuple[int, float]]:
+        return ()
 
 
 def uniform(population: Population, budget_per_day: float, rng: np.random.Generator) -> Policy:
@@ -151,7 +154,9 @@ class Optimal:
     fetch timing), with the planner's state (μ, prior) in a `SchedulePolicy`.
 
     Daily, like the planner: μ re-solved over the stored estimates, the prior refitted on a
-    widening schedule. Nothing here estimates or times anything on its own.
+    widening schedule, and, when they moved materially since the last walk, the pages whose
+    fetch rate moved rescheduled by the planner's own rule (``crawler.core.replan``). Nothing
+    here estimates or times anything on its own.
     """
 
     _PRIOR_SAMPLE = 1500
@@ -173,6 +178,9 @@ class Optimal:
         self.records = [first_record(page) for page in range(pages)]
         self.versions = [0] * pages
         self.rates = np.full(pages, DEFAULT_PRIOR.mean_rate_per_day)
+        self.fetch_rates = np.zeros(pages)  # as stored with each URL; 0: none yet
+        self.importance = np.ones(pages)
+        self.walked: SchedulePolicy | None = None
         self.policy = schedule_policy(
             default_settings(),
             mode="optimal",
@@ -203,17 +211,41 @@ class Optimal:
         record, schedule = simulated_fetch(self.records[page], result, self.config)
         self.records[page] = record
         self.min_intervals[page] = min_interval_days(record, self.policy)
-        rate = schedule.change_rate_per_day
-        self.rates[page] = self.policy.prior.mean_rate_per_day if rate is None else rate
+        self._store(page, schedule.change_rate_per_day, schedule.fetch_rate_per_day)
         return schedule.next_fetch_at / SECONDS_PER_DAY
 
-    def on_day(self, now_days: float) -> None:
+    def _store(self, page: int, change_rate: float | None, fetch_rate: float | None) -> None:
+        """The estimates the frontier stores with the URL's row."""
+        prior_mean = self.policy.prior.mean_rate_per_day
+        self.rates[page] = prior_mean if change_rate is None else change_rate
+        self.fetch_rates[page] = fetch_rate or 0.0
+
+    def on_day(self, now_days: float) -> Sequence[tuple[int, float]]:
         if now_days >= self.next_prior_fit_day:
             self.next_prior_fit_day = max(now_days * 2.0, now_days + 1.0)
             if now_days >= 60.0:
                 self.next_prior_fit_day = now_days + 120.0
             self._refit_prior()
         self._solve_mu()
+        if not policy_moved(self.walked, self.policy):
+            return ()
+        self.walked = self.policy
+        return self._reschedule(now_days)
+
+    def _reschedule(self, now_days: float) -> list[tuple[int, float]]:
+        """The planner's walk (``crawler.daemon.planner.reschedule``): every page whose fetch
+        rate moved materially gets ``replanned``, its stored estimates with it."""
+        moved = moved_urls(self.fetch_rates, self.rates, self.importance, self.policy)
+        now = now_days * SECONDS_PER_DAY
+        rescheduled = []
+        for page in np.flatnonzero(moved).tolist():
+            schedule = replanned(self.records[page], self.policy, now)
+            self.records[page] = replace_record(
+                self.records[page], change_rate_per_day=schedule.change_rate_per_day
+            )
+            self._store(page, schedule.change_rate_per_day, schedule.fetch_rate_per_day)
+            rescheduled.append((page, schedule.next_fetch_at / SECONDS_PER_DAY))
+        return rescheduled
 
     def _solve_mu(self) -> None:
         """The planner's round: μ such that the stored rates' fetch rates fill the budget."""

@@ -149,41 +149,6 @@ def test_command_prints_one_json_object_per_policy(capsys: pytest.CaptureFixture
     assert all(row["fetches"] == 400 for row in rows)
 
 
-GRIMES_SEEDS = range(11, 21)
-
-
-@pytest.fixture(scope="module")
-def grimes_grid() -> dict[int, dict[str, float]]:
-    """optimal and optimal-poisson on grimes for seeds 11-20, computed once.
-
-    Small scale (300 pages, 16 days, 8 warm-up, one fetch per page per 6 hours): the daily
-    pages are detected within the warm-up and fetched just after their updates. The issue's
-    full grid (2,000 and 5,000 pages, warm-ups of 15 and 30 days) is bench/bench_periodic.py.
-    """
-    scores: dict[int, dict[str, float]] = {}
-    for seed in GRIMES_SEEDS:
-        population = build_population("grimes", 300, 16.0, seed)
-        scores[seed] = {
-            name: simulate(
-                population, name, days=16.0, budget_per_day=1200.0, warmup_days=8.0, seed=seed
-            ).freshness
-            for name in ("optimal", "optimal-poisson")
-        }
-    return scores
-
-
-@pytest.mark.timeout(600)
-def test_timing_clocked_pages_beats_treating_them_as_poisson_on_grimes_for_every_seed(
-    grimes_grid: dict[int, dict[str, float]],
-) -> None:
-    losses = {
-        seed: scores
-        for seed, scores in grimes_grid.items()
-        if not scores["optimal"] > scores["optimal-poisson"]
-    }
-    assert not losses
-
-
 @pytest.fixture(scope="module")
 def periodic_runs() -> dict[str, float]:
     """uniform and optimal on clocked pages only, at a generous budget (a fetch per page per

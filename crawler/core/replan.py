@@ -1,0 +1,98 @@
+"""Re-planning: which URLs a new μ or prior moves, and their schedule under it.
+
+A URL's next fetch time is set when it is fetched, from the μ and prior in force then. When
+the planner later re-solves μ, a URL's fetch rate can move a long way: under the freshness
+objective a page changing faster than μ's cut-off gets no fetches (it waits the maximum
+interval, a year by default), and a small drop of μ brings it back above the cut-off. Without
+a re-plan such a URL would wait out its year. The daemon's planner and the simulator both
+decide here which URLs to move and where to, so the simulator measures the daemon's policy.
+
+Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from crawler.core.model import OK, SECONDS_PER_DAY, Observation, Schedule, UrlRecord
+from crawler.core.plan import fetch_rates
+from crawler.core.schedule import SchedulePolicy, next_fetch
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+RESCHEDULE_RELATIVE_CHANGE = 0.1
+"""A URL whose fetch rate moved less than this keeps its schedule (no churn for nothing)."""
+REPLAN_RELATIVE_CHANGE = 0.02
+"""μ or the prior moving less than this since the last walk leaves every rate within
+RESCHEDULE_RELATIVE_CHANGE of where it was: no walk over the population is needed."""
+
+
+def _relative_change(old: float, new: float) -> float:
+    return abs(new - old) / max(abs(old), 1e-300)
+
+
+def policy_moved(walked: SchedulePolicy | None, new: SchedulePolicy) -> bool:
+    """Whether μ or the prior moved enough, since the policy of the last walk over the
+    population (``walked``), that some URL's rate may have moved materially.
+
+    Compared with the last walk's policy, not the last round's: a μ that drifts by 1% a round
+    must still trigger a walk once it has drifted by more than REPLAN_RELATIVE_CHANGE.
+    """
+    if walked is None or walked.mu is None or new.mu is None:
+        return True
+    return (
+        _relative_change(walked.mu, new.mu) > REPLAN_RELATIVE_CHANGE
+        or _relative_change(walked.prior.shape, new.prior.shape) > REPLAN_RELATIVE_CHANGE
+        or _relative_change(walked.prior.rate, new.prior.rate) > REPLAN_RELATIVE_CHANGE
+        or walked.host_priors != new.host_priors
+    )
+
+
+def moved_urls(
+    stored_fetch_rates: FloatArray,
+    change_rates: FloatArray,
+    importance: FloatArray,
+    policy: SchedulePolicy,
+) -> BoolArray:
+    """Which URLs' fetch rate under ``policy`` moved materially from the stored one (a
+    URL with no stored rate always counts as moved)."""
+    assert policy.mu is not None
+    new = fetch_rates(
+        change_rates, importance, policy.mu, policy.objective,
+        beta_days=policy.beta_seconds / SECONDS_PER_DAY,
+        min_interval_days=policy.min_interval_seconds / SECONDS_PER_DAY,
+        max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
+    )
+    old = stored_fetch_rates
+    moved: BoolArray = (old <= 0) | (np.abs(new - old) > RESCHEDULE_RELATIVE_CHANGE * old)
+    return moved
+
+
+def replanned(record: UrlRecord, policy: SchedulePolicy, now: float) -> Schedule:
+    """The schedule ``next_fetch`` gives the URL's last fetch under the new policy, from now on.
+
+    The same function the worker calls after a fetch, so a detected update period keeps its
+    alignment; a fetch the new rate puts in the past is due now.
+    """
+    assert record.last_fetched_at is not None
+    seen = Observation(
+        fetched_at=record.last_fetched_at,
+        outcome=OK,
+        status=record.last_status,
+        size_bytes=0,
+        duration_seconds=0.0,
+        simhash=record.last_simhash,
+        content_hash=record.last_content_hash,
+        simhash_distance=None,
+        changed=None,
+        content_changed=None,
+        last_modified=record.last_modified,
+        error_kind=None,
+        truncated=False,
+    )
+    schedule = next_fetch(record, seen, policy)
+    return replace(schedule, next_fetch_at=max(now, schedule.next_fetch_at))
