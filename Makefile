@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run test soak lint typecheck bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ run: $(VENV)/.installed
 ## test: the whole suite (unit, integration, acceptance) against real PostgreSQL
 test: $(VENV)/.installed-dev
 	$(BIN)/pytest
+
+## soak: the tests too long for the suite (issue 10's grimes grid at 5,000 pages, ~7 min)
+soak: $(VENV)/.installed-dev
+	$(BIN)/pytest -m soak
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check crawler tests bench migrations
