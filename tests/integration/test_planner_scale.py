@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import AsyncIterator
 
 import asyncpg
 import numpy as np
@@ -18,7 +19,13 @@ from crawler.core.model import SECONDS_PER_DAY, UrlRecord
 from crawler.core.periodic import PeriodicModel
 from crawler.core.schedule import SchedulePolicy
 from crawler.daemon.config import planner_inputs
-from crawler.daemon.planner import PlannerOutcome, fleet_budget, replanned, solve_once
+from crawler.daemon.planner import (
+    PlannerInputs,
+    PlannerOutcome,
+    fleet_budget,
+    replanned,
+    solve_once,
+)
 from crawler.db import frontier
 
 pytestmark = pytest.mark.timeout(180)
@@ -90,73 +97,67 @@ async def test_sampled_solve_matches_the_full_population(db_url: str) -> None:
         await pool.close()
 
 
-async def test_one_planner_per_fleet(db_url: str) -> None:
+@pytest.fixture
+async def small_fleet(db_url: str) -> AsyncIterator[tuple[asyncpg.Pool, PlannerInputs]]:
+    """2,000 fetched URLs on 40 hosts, and planner inputs with a fixed budget."""
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
     try:
         await populate(pool, hosts=40)
-        inputs = planner_inputs(
+        yield pool, planner_inputs(
             default_settings(), budget_per_day=1e4, concurrency=8, politeness_delay=0.0,
             sample_urls=1_000,
         )
-        _, first = await solve_once(pool, POLICY, inputs, window_seconds=60, round_seconds=30)
-        adopted, second = await solve_once(
-            pool, POLICY, inputs, window_seconds=60, round_seconds=30
-        )
-        assert first is not None
-        assert second is None  # a round was solved less than 30 s ago: adopt it
-        assert adopted.mu == pytest.approx(first.mu)
-        await pool.execute(
-            "UPDATE planner_state SET updated_at = now() - interval '31 seconds'"
-        )
-        _, third = await solve_once(pool, POLICY, inputs, window_seconds=60, round_seconds=30)
-        assert third is not None
     finally:
         await pool.close()
 
 
-async def test_a_round_walks_when_mu_drifted_since_the_last_walk(db_url: str) -> None:
+async def test_one_planner_per_fleet(small_fleet: tuple[asyncpg.Pool, PlannerInputs]) -> None:
+    pool, inputs = small_fleet
+    _, first = await solve_once(pool, POLICY, inputs, window_seconds=60, round_seconds=30)
+    adopted, second = await solve_once(pool, POLICY, inputs, window_seconds=60, round_seconds=30)
+    assert first is not None
+    assert second is None  # a round was solved less than 30 s ago: adopt it
+    assert adopted.mu == pytest.approx(first.mu)
+    await pool.execute("UPDATE planner_state SET updated_at = now() - interval '31 seconds'")
+    _, third = await solve_once(pool, POLICY, inputs, window_seconds=60, round_seconds=30)
+    assert third is not None
+
+
+async def test_a_round_walks_when_mu_drifted_since_the_last_walk(
+    small_fleet: tuple[asyncpg.Pool, PlannerInputs],
+) -> None:
     # The walk is decided against the policy of the last walk, not the last round's: a μ
     # drifting 1% a round would otherwise never reschedule anything.
-    pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
-    try:
-        await populate(pool, hosts=40)
-        inputs = planner_inputs(
-            default_settings(), budget_per_day=1e4, concurrency=8, politeness_delay=0.0,
-            sample_urls=1_000,
+    pool, inputs = small_fleet
+
+    async def round_(
+        policy: SchedulePolicy, walked: SchedulePolicy | None
+    ) -> tuple[SchedulePolicy, PlannerOutcome | None]:
+        await pool.execute("UPDATE planner_state SET updated_at = now() - interval '1 hour'")
+        return await solve_once(
+            pool, policy, inputs, window_seconds=60, round_seconds=30,
+            rng=np.random.default_rng(1), walked=walked,
         )
 
-        async def round_(
-            policy: SchedulePolicy, walked: SchedulePolicy | None
-        ) -> tuple[SchedulePolicy, PlannerOutcome | None]:
-            await pool.execute(
-                "UPDATE planner_state SET updated_at = now() - interval '1 hour'"
-            )
-            return await solve_once(
-                pool, policy, inputs, window_seconds=60, round_seconds=30,
-                rng=np.random.default_rng(1), walked=walked,
-            )
-
-        first_policy, first = await round_(POLICY, None)
-        assert first is not None and first.walked
-        # Each walk replaces seeded rates with the URLs' own estimates, which moves μ; once a
-        # walk reschedules nothing, the population holds still and so does μ.
-        settled, outcome = first_policy, first
-        for _ in range(5):
-            if outcome.rescheduled == 0:
-                break
-            settled, next_outcome = await round_(settled, settled)
-            assert next_outcome is not None
-            outcome = next_outcome
-        assert outcome.rescheduled == 0
-        _, still = await round_(settled, settled)
-        assert still is not None and not still.walked
-        # The last round's μ is this one's, but the last walk's was 5% away.
-        assert settled.mu is not None
-        drifted = dataclasses.replace(settled, mu=settled.mu * 1.05)
-        _, again = await round_(settled, drifted)
-        assert again is not None and again.walked
-    finally:
-        await pool.close()
+    first_policy, first = await round_(POLICY, None)
+    assert first is not None and first.walked
+    # Each walk replaces seeded rates with the URLs' own estimates, which moves μ; once a
+    # walk reschedules nothing, the population holds still and so does μ.
+    settled, outcome = first_policy, first
+    for _ in range(5):
+        if outcome.rescheduled == 0:
+            break
+        settled, next_outcome = await round_(settled, settled)
+        assert next_outcome is not None
+        outcome = next_outcome
+    assert outcome.rescheduled == 0
+    _, still = await round_(settled, settled)
+    assert still is not None and not still.walked
+    # The last round's μ is this one's, but the last walk's was 5% away.
+    assert settled.mu is not None
+    drifted = dataclasses.replace(settled, mu=settled.mu * 1.05)
+    _, again = await round_(settled, drifted)
+    assert again is not None and again.walked
 
 
 async def test_derived_budget_counts_every_live_daemon(db_url: str) -> None:
