@@ -81,6 +81,7 @@ def simulate_windows(
     The run is causal (a fetch decision sees only the past), so a window [w, w + d] of a
     longer run measures exactly what a run of w + d days with a warm-up of w would, on the
     same change instants: one 31-day run answers both "15-day warm-up" and "30-day warm-up".
+    Each result's metrics are its window's; its ``fetches`` are the whole run's.
 
     The cyclic garbage collector is paused for the run: every fetch replaces a record made of
     small immutable values (no reference cycles), yet each collection walks them all; at
