@@ -138,11 +138,25 @@ def simhash64(
     keys, weights = _keys_and_weights(features)
     if not keys:
         return 0
-    digest_bytes = _digest_bytes(list(map(str.encode, keys)), hashfunc)
+    return simhash64_encoded(list(map(str.encode, keys)), weights, hashfunc)
+
+
+def simhash64_encoded(
+    encoded: list[bytes],
+    weights: npt.NDArray[np.float64] | None,
+    hashfunc: HashFunc = DEFAULT_HASH,
+) -> int:
+    """`simhash64` of features already UTF-8 encoded, with their weights (None: all 1).
+
+    The fetch path's entry: its tokens are bytes from the start, so decoding them to str keys
+    only for `simhash64` to encode them again cost a third of the features' time."""
+    if not encoded:
+        return 0
+    digest_bytes = _digest_bytes(encoded, hashfunc)
     bits = np.unpackbits(digest_bytes, axis=1)  # (n, 64), bit 0 = most significant
     if weights is None:
         votes = bits.sum(axis=0, dtype=np.float64)
-        total_weight = float(len(keys))
+        total_weight = float(len(encoded))
     else:
         votes = weights @ bits.astype(np.float64)  # one BLAS matrix-vector product
         total_weight = float(weights.sum())

@@ -12,7 +12,7 @@ from itertools import pairwise
 
 from crawler.core.estimate import dated_change_days
 from crawler.core.extract import ParsedPage, parse_page
-from crawler.core.fingerprint import content_hash, hamming_distance, simhash64
+from crawler.core.fingerprint import content_hash, hamming_distance
 from crawler.core.last_modified import observe_last_modified
 from crawler.core.model import (
     DISALLOWED,
@@ -114,7 +114,7 @@ def observe(
         exact = content_hash(result.body)
         if page is None:
             page = parse_result(result, region=record.region)
-        simhash = None if page is None else simhash64(page.features)
+        simhash = None if page is None else page.simhash
         if record.last_content_hash is not None:
             content_changed = exact != record.last_content_hash
             if simhash is not None and record.fingerprint_region != record.region.key:

@@ -10,7 +10,7 @@ from itertools import filterfalse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.core.extract import parse_page, text_features
+from crawler.core.extract import parse_page, text_features, text_simhash
 from crawler.core.fingerprint import simhash64
 
 _WORD = re.compile(r"\w+")
@@ -46,6 +46,20 @@ def test_features_equal_the_previous_implementation(text: str) -> None:
     assert text_features(text) == previous_text_features(text)
 
 
+@given(TEXTS)
+@settings(max_examples=400, deadline=None)
+def test_the_fused_simhash_equals_the_simhash_of_the_features(text: str) -> None:
+    """The fetch path hashes byte tokens with numpy weights: the same value as the features'."""
+    assert text_simhash(text) == simhash64(previous_text_features(text))
+
+
+def test_the_fused_simhash_weighs_repeated_words_like_the_features() -> None:
+    text = " ".join(["word"] * 1000 + ["Straße"] * 3 + ["rare", "em—dash", "dash"] * 2)
+    assert text_features(text)["word"] == 10  # 1 + floor(log2(1000))
+    assert text_simhash(text) == simhash64(previous_text_features(text)) != 0
+    assert text_simhash("") == 0 == text_simhash(" \u3000 ")
+
+
 @given(st.lists(st.tuples(st.sampled_from(["p", "h1", "li", "td", "span", "a", "script"]),
                           TEXTS), min_size=1, max_size=30),
        st.sampled_from(["utf-8", "windows-1252", "utf-16"]))
@@ -57,4 +71,4 @@ def test_page_fingerprints_are_unchanged(blocks: list[tuple[str, str]], charset:
     body = html.encode(charset, errors="replace")
     page = parse_page(body, f"text/html; charset={charset}")
     assert page.features == previous_text_features(page.raw_text)
-    assert simhash64(page.features) == simhash64(previous_text_features(page.raw_text))
+    assert page.simhash == simhash64(previous_text_features(page.raw_text))
