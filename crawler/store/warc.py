@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+import deflate
 from warcio.archiveiterator import ArchiveIterator
 from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
@@ -174,9 +175,14 @@ def warc_record(warc_type: str, warc_headers: list[tuple[str, str]], block: byte
 
 def gzip_bytes(data: bytes) -> bytes:
     """One gzip member at ``GZIP_LEVEL`` (warcio's own writer uses 9, which costs twice the
-    CPU for about 3% smaller files of HTML)."""
-    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS + 16)
-    return compressor.compress(data) + compressor.flush()
+    CPU for about 3% smaller files of HTML).
+
+    libdeflate, not zlib: a record is compressed whole, which is the one case libdeflate
+    serves (no streaming), and at the same level it takes 0.46 ms for a 47 KB page where zlib
+    takes 1.0 ms, for files 0.4% larger. ISA-L at its level 2 would take 0.13 ms but make files
+    17% larger: an archive kept for months pays that in disk every day, so it is not the
+    default."""
+    return bytes(deflate.gzip_compress(data, GZIP_LEVEL))
 
 
 class WarcStore:
