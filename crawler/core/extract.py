@@ -208,7 +208,8 @@ def text_features(text: str) -> dict[str, int]:
 
 def text_simhash(text: str) -> int:
     """``simhash64(text_features(text))``, without building the str-keyed features: the tokens
-    stay bytes and the weights are computed in numpy (half the features' time on a 47 KB page).
+    stay bytes and the weights are computed in numpy (0.76 ms instead of 0.88 ms for features
+    and simhash on python3-doc's pages, interleaved minima).
     """
     counts = _token_counts(text)
     if not counts:

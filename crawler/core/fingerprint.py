@@ -149,7 +149,7 @@ def simhash64_encoded(
     """`simhash64` of features already UTF-8 encoded, with their weights (None: all 1).
 
     The fetch path's entry: its tokens are bytes from the start, so decoding them to str keys
-    only for `simhash64` to encode them again cost a third of the features' time."""
+    only for `simhash64` to encode them again was wasted work."""
     if not encoded:
         return 0
     digest_bytes = _digest_bytes(encoded, hashfunc)
