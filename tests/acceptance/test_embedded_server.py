@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -69,15 +70,26 @@ async def test_status_beside_run_shares_the_embedded_server(tmp_path: Path) -> N
         assert not server_running(data_dir), "the last command out stops the server"
 
         daemon = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "crawler", "run", "--duration", "12", env=env,
+            sys.executable, "-m", "crawler", "run", "--duration", "120", env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )
-        await asyncio.sleep(4)
-        first = await asyncio.to_thread(crawler, env, "status", "--json")
-        assert first.returncode == 0, first.stderr
+
+        async def status_once_fetched(more_than: int) -> subprocess.CompletedProcess[str]:
+            """`crawler status` again until the daemon has recorded more than ``more_than``
+            fetches: a loaded machine may take many seconds to start it."""
+            deadline = asyncio.get_running_loop().time() + 90
+            while True:
+                done = await asyncio.to_thread(crawler, env, "status", "--json")
+                assert done.returncode == 0, done.stderr
+                if json.loads(done.stdout)["fetches_last_hour"] > more_than:
+                    return done
+                assert asyncio.get_running_loop().time() < deadline, "the daemon fetched nothing"
+                await asyncio.sleep(0.5)
+
+        first = await status_once_fetched(0)
         assert server_running(data_dir), "status must not stop the daemon's server"
-        await asyncio.sleep(3)
-        second = await asyncio.to_thread(crawler, env, "status", "--json")
+        second = await status_once_fetched(json.loads(first.stdout)["fetches_last_hour"])
+        daemon.send_signal(signal.SIGTERM)
         out, _ = await asyncio.wait_for(daemon.communicate(), 60)
     finally:
         await web.stop()
