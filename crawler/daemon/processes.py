@@ -110,6 +110,9 @@ def _fork_child(
     try:
         for sig in STOP_SIGNALS:  # the daemon installs its own handlers; until then, stop
             signal.signal(sig, signal.SIG_DFL)
+        # Blocked by the parent across the fork (see run_processes): one that came since is
+        # delivered now, to the default action, instead of to the parent's inherited handler.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         # Its own session: a terminal's Ctrl-C reaches only the parent, which forwards it once
         # (else every child would see it twice and skip its grace period).
         os.setsid()
@@ -167,10 +170,17 @@ def run_processes(
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-        pids = [
-            _fork_child(index, settings, url, metrics_dir, duration)
-            for index in range(processes)
-        ]
+        # Blocked across the forks: a child starts with the parent's handler, which only
+        # appends to the parent's ``early``; a stop forwarded before the child replaced it
+        # would be swallowed, and the child would run until killed (seen under load).
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            pids = [
+                _fork_child(index, settings, url, metrics_dir, duration)
+                for index in range(processes)
+            ]
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         code: int = uvloop.run(_supervise(settings, pids, metrics_dir, duration, early))
         return code
     finally:
