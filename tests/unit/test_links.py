@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
+from crawler.core import links
 from crawler.core.links import (
     MAX_URL_LENGTH,
     Link,
@@ -217,3 +218,36 @@ def test_junk_links_do_not_make_the_scan_unbounded() -> None:
     # 10 candidates per wanted link: with max_links=100 the scan gives up before /late.
     assert urls(html, max_links=100) == []
     assert urls(html, max_links=1000) == ["https://example.com/late"]
+
+
+# The shared cache keys of extract_links: every href must resolve as against the page's own
+# base. Pieces sit on the edges of the shortcuts (dot segments, queries and fragments, ";"
+# parameters, schemes relative or not, whitespace, percent-escapes, IP hosts, empty paths).
+BASES = st.sampled_from([
+    "https://example.com/dir/page.html", "https://example.com", "http://example.com/",
+    "http://example.com/a/b/", "http://example.com/a/b?x=/y/z", "https://Ex.COM:443/a;p/b;q?x#f",
+    "http://127.0.0.1:8080/a//b/c", "http://example.com/a/./b/../c", "mailto:x@example.com",
+    "https://example.com/a/b;c", "http://[::1]/a/b", "javascript:void(0)", "http://example.com?q",
+])
+HREF_PIECES = ["a", "b.html", ".", "..", "", "/", "//", "?", "?x=1", "#", "#f", ";p", "%41",
+               " ", "\t", ":", "http:", "https://example.com", "http://other.example:81",
+               "~u", "+", "=", "&", "é", "mailto:y", "-"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(BASES, st.lists(st.sampled_from(HREF_PIECES), max_size=6))
+def test_shared_cache_keys_resolve_as_the_page_base_does(base: str, pieces: list[str]) -> None:
+    href = "".join(pieces)
+    assert links._resolve_href(base, links._directory_of(base), href) == links._resolve(
+        base, href
+    )
+
+
+def test_navigation_links_are_resolved_once_per_directory() -> None:
+    links._resolve.cache_clear()
+    page = '<a href="guide.html#intro">g</a><a href="https://example.org/x#y">x</a>'
+    for n in range(20):
+        assert urls(page, f"https://example.com/docs/p{n}.html?v={n}") == [
+            "https://example.com/docs/guide.html", "https://example.org/x"
+        ]
+    assert links._resolve.cache_info().misses == 2
