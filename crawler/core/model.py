@@ -91,6 +91,15 @@ class UrlRecord:
     # region ``last_simhash`` was computed under (crawler.core.region.Region.key).
     region: Region = WHOLE_PAGE
     fingerprint_region: str = ""
+    # Whether the out-links were read since the URL joined its site (``site_id``): a page
+    # crawled before it joined a window must be fetched whole and parsed once, whatever its
+    # validators and content hash say, or its links are never read.
+    out_links_read: bool = False
+
+    @property
+    def out_links_unread(self) -> bool:
+        """A window page whose links were not read since it joined: fetch it whole, parse it."""
+        return self.site_id is not None and not self.out_links_read
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(UrlRecord))

@@ -70,9 +70,10 @@ def same_fingerprinted_bytes(record: UrlRecord, result: FetchResult) -> bool:
     """Whether the fetch returned exactly the bytes whose fingerprint is stored, under the same
     region: its simhash is then the stored one, and parsing the page again would only repeat
     the work (in a re-crawl most fetches are such; parsing is most of a fetch's CPU). Their
-    out-links are the stored ones too."""
+    out-links are the stored ones too, unless none were read since the URL joined its window."""
     return (
         result.outcome == OK
+        and not record.out_links_unread
         and record.last_simhash is not None
         and record.last_content_hash is not None
         and record.fingerprint_region == record.region.key

@@ -239,7 +239,12 @@ def transition(
         )
     return Transition(
         before=record,
-        record=replace_record(after, change_rate_per_day=schedule.change_rate_per_day),
+        record=replace_record(
+            after, change_rate_per_day=schedule.change_rate_per_day,
+            # Read now if the page was parsed as a window page (page_url given).
+            out_links_read=record.out_links_read
+            or (page is not None and record.site_id is not None),
+        ),
         observation=obs,
         schedule=schedule,
         host=host_update(host, result, config.breaker, now=now, rng_value=rng_value),

@@ -364,6 +364,7 @@ def record_from_row(row: asyncpg.Record) -> UrlRecord:
             row.get("site_watch_css"), row.get("site_ignore_css"),
         ),
         fingerprint_region=row.get("fingerprint_region") or "",
+        out_links_read=bool(row.get("out_links_read")),
     )
 
 
@@ -435,7 +436,7 @@ RECORD_COLUMNS = (
     "intervals_observed", "change_rate_per_day", "fetch_rate_per_day", "redirect_to",
     "change_brackets_days", "update_period_days", "update_phase_days", "update_jitter_days",
     "lm_fetches", "lm_changes", "lm_observed_days", "lm_evidence_days",
-    "next_request_at", "host_failures", "backoff_until", "release",
+    "next_request_at", "host_failures", "backoff_until", "release", "out_links_read",
 )
 # asyncpg encodes these naive datetimes as PostgreSQL's ±infinity.
 _INFINITY = dt.datetime.max
@@ -484,7 +485,7 @@ def record_row(t: Transition, lease: Lease, *, release: bool = False) -> RecordR
         periodic.jitter_days if periodic else None, lm.fetches, lm.changes, lm.observed_days,
         _floats(after.last_modified_evidence_days),
         to_datetime(host.next_request_at), host.consecutive_failures,
-        to_datetime(host.backoff_until), release,
+        to_datetime(host.backoff_until), release, after.out_links_read,
     )
 
 

@@ -136,7 +136,8 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.change_brackets_days, lu.update_period_days, lu.update_phase_days,
        lu.update_jitter_days, lu.site_id, lu.depth, lu.lm_fetches, lu.lm_changes,
        lu.lm_observed_days, lu.lm_evidence_days, lu.watch_css, lu.ignore_css,
-       lu.fingerprint_region, s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
+       lu.fingerprint_region, lu.out_links_read,
+       s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
 FROM leased_hosts AS lh
 LEFT JOIN LATERAL (
     SELECT *
@@ -221,7 +222,8 @@ url AS (
         lm_fetches = n.lm_fetches,
         lm_changes = n.lm_changes,
         lm_observed_days = n.lm_observed_days,
-        lm_evidence_days = n.lm_evidence_days
+        lm_evidence_days = n.lm_evidence_days,
+        out_links_read = n.out_links_read
     FROM held AS n
     WHERE u.id = n.url_id AND u.host_id = n.host_id
 ),
@@ -477,9 +479,11 @@ ON CONFLICT (root_url) DO UPDATE SET window_size = EXCLUDED.window_size
 RETURNING id;
 
 -- name: attach_window_root
--- The root of a windowed site: depth 0, in the window, due now if it was parked.
+-- The root of a windowed site: depth 0, in the window, due now if it was parked. A URL that
+-- joins the site here has its out-links unread (out_links_read), even if it was fetched before.
 UPDATE urls
 SET site_id = $2, depth = 0, in_window = true, discovered_initially = true,
+    out_links_read = out_links_read AND site_id IS NOT DISTINCT FROM $2,
     entered_window_at = CASE WHEN in_window THEN entered_window_at ELSE now() END,
     left_window_at = NULL,
     next_fetch_at = LEAST(next_fetch_at, now())
@@ -508,7 +512,7 @@ inserted AS (
     RETURNING id, url
 ),
 adopted AS (
-    UPDATE urls SET site_id = $3
+    UPDATE urls SET site_id = $3, out_links_read = false  -- fetched before? links unread
     FROM known
     WHERE urls.id = known.id AND urls.host_id = known.host_id AND known.site_id IS NULL
     RETURNING urls.id

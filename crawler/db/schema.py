@@ -185,6 +185,9 @@ urls = Table(
     Column("watch_css", Text, nullable=True),
     Column("ignore_css", Text, nullable=True),
     Column("fingerprint_region", Text, nullable=False, server_default=text("''")),
+    # Whether the page's out-links were read since it joined its site (migration
+    # 0013_out_links_read): until they are, it is fetched without validators and parsed.
+    Column("out_links_read", Boolean, nullable=False, server_default=text("false")),
     CheckConstraint(
         "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"
     ),

@@ -121,6 +121,8 @@ def conditional_headers(record: UrlRecord) -> dict[str, str]:
         return headers  # nothing stored to compare a 304 against
     if record.fingerprint_region != record.region.key:
         return headers  # the region changed: a 304 would leave its fingerprint unrecomputed
+    if record.out_links_unread:
+        return headers  # a window page whose links were never read: a 304 would keep them so
     if record.etag:
         headers["If-None-Match"] = record.etag
     if record.last_modified is not None:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from daemon import daemon_env, start_daemon, stop_daemon
 
-from crawler.demo.sites import evolving_site
+from crawler.demo.sites import evolving_site, static_site
 from crawler.demo.web import DemoWeb
 
 pytestmark = pytest.mark.timeout(240)
@@ -106,3 +106,49 @@ async def test_window_follows_the_live_site(db_url: str) -> None:
         assert -0.2 <= lag <= TOLERANCE_SECONDS, (url, flips, lag)
         checked += 1
     assert checked >= 8, checked
+
+
+async def test_a_page_crawled_before_it_became_a_window_root_has_its_links_read(
+    db_url: str,
+) -> None:
+    """A URL seeded plainly and fetched (its ETag stored) and then made a window's root: the
+    window grows from its links, though the server answers its validators with 304."""
+    web = DemoWeb([static_site("static", 20, seed=5)])
+    await web.start()
+    root = web.origins[0] + "/"
+    env = daemon_env(
+        db_url, schedule="uniform", default_interval="0.5", min_interval="0.2",
+        politeness_delay="0.01", poll_interval="0.05",
+    )
+    conn = await asyncpg.connect(db_url)
+    proc = None
+    try:
+        seeded = subprocess.run([sys.executable, "-m", "crawler", "seed", root], env=env,
+                                capture_output=True, text=True, timeout=60)
+        assert seeded.returncode == 0, seeded.stderr
+        proc = await start_daemon(env)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.returncode is None:
+            if await conn.fetchval("SELECT count(*) FROM observations WHERE status = 304"):
+                break  # fetched whole, then answered 304 to its validators
+            await asyncio.sleep(0.1)
+        assert await conn.fetchval("SELECT etag IS NOT NULL FROM urls WHERE url = $1", root)
+        windowed = subprocess.run(
+            [sys.executable, "-m", "crawler", "seed", "--window", "6", root],
+            env=env, capture_output=True, text=True, timeout=60,
+        )
+        assert windowed.returncode == 0, windowed.stderr
+        in_window = 0
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.returncode is None:
+            in_window = await conn.fetchval("SELECT count(*) FROM urls WHERE in_window")
+            if in_window == 6:
+                break
+            await asyncio.sleep(0.1)
+        assert in_window == 6
+    finally:
+        if proc is not None:
+            out = await stop_daemon(proc)
+            assert proc.returncode == 0, out[-2000:]
+        await conn.close()
+        await web.stop()

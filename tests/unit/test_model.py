@@ -37,6 +37,7 @@ def _every_field_set() -> UrlRecord:
         last_modified_history=LastModifiedHistory(2, 1, 5.0),
         last_modified_evidence_days=(0.5, 1.0),
         fingerprint_region="r",
+        out_links_read=True,
     )
     defaults = UrlRecord(url_id=0, url="")
     for f in dataclasses.fields(UrlRecord):
