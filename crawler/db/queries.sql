@@ -380,8 +380,9 @@ JOIN hosts AS h ON h.id = u.host_id;
 -- seconds. One statement, no lock held across the solve; returns a row when this daemon won.
 INSERT INTO planner_state (key, value, updated_at)
 VALUES ('round', 1, now())
-ON CONFLICT (key) DO UPDATE SET value = planner_state.value + 1, updated_at = now()
-    WHERE planner_state.updated_at < now() - make_interval(secs => $1)
+-- Times from EXCLUDED, not now(): the same, and what Citus accepts on a reference table.
+ON CONFLICT (key) DO UPDATE SET value = planner_state.value + 1, updated_at = EXCLUDED.updated_at
+    WHERE EXCLUDED.updated_at - planner_state.updated_at > make_interval(secs => $1)
 RETURNING value;
 
 -- name: fleet_concurrency
@@ -408,7 +409,10 @@ FROM per_host;
 -- A daemon says it is alive, and how many hosts it fetches at once.
 INSERT INTO daemons (owner, concurrency, started_at, heartbeat_at)
 VALUES ($1, $2, now(), now())
-ON CONFLICT (owner) DO UPDATE SET concurrency = EXCLUDED.concurrency, heartbeat_at = now();
+-- EXCLUDED's now(), not now() in DO UPDATE: the same time, and Citus (daemons a reference
+-- table) takes only immutable functions there.
+ON CONFLICT (owner) DO UPDATE
+    SET concurrency = EXCLUDED.concurrency, heartbeat_at = EXCLUDED.heartbeat_at;
 
 -- name: daemon_stopped
 DELETE FROM daemons WHERE owner = $1;
@@ -465,7 +469,7 @@ RETURNING u.host_id;
 -- name: store_planner_state
 INSERT INTO planner_state (key, value, updated_at)
 SELECT key, value, now() FROM unnest($1::text[], $2::float8[]) AS t(key, value)
-ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now();
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at;
 
 -- name: load_planner_state
 SELECT key, value, updated_at FROM planner_state;
@@ -481,12 +485,15 @@ RETURNING id;
 -- name: attach_window_root
 -- The root of a windowed site: depth 0, in the window, due now if it was parked. A URL that
 -- joins the site here has its out-links unread (out_links_read), even if it was fetched before.
+-- now() comes from a CTE: Citus takes no stable function inside CASE in a distributed UPDATE.
+WITH clock AS (SELECT now() AS at)
 UPDATE urls
 SET site_id = $2, depth = 0, in_window = true, discovered_initially = true,
     out_links_read = out_links_read AND site_id IS NOT DISTINCT FROM $2,
-    entered_window_at = CASE WHEN in_window THEN entered_window_at ELSE now() END,
+    entered_window_at = CASE WHEN in_window THEN entered_window_at ELSE clock.at END,
     left_window_at = NULL,
-    next_fetch_at = LEAST(next_fetch_at, now())
+    next_fetch_at = LEAST(next_fetch_at, clock.at)
+FROM clock
 WHERE url = $1 AND host_id = crawler_url_host_id($1);
 
 -- name: discover_urls
@@ -854,8 +861,9 @@ LIMIT $3;
 -- has in the last $2 seconds. Returns a row when this daemon won.
 INSERT INTO planner_state (key, value, updated_at)
 VALUES ($1, 1, now())
-ON CONFLICT (key) DO UPDATE SET value = planner_state.value + 1, updated_at = now()
-    WHERE planner_state.updated_at < now() - make_interval(secs => $2)
+-- Times from EXCLUDED, not now(): the same, and what Citus accepts on a reference table.
+ON CONFLICT (key) DO UPDATE SET value = planner_state.value + 1, updated_at = EXCLUDED.updated_at
+    WHERE EXCLUDED.updated_at - planner_state.updated_at > make_interval(secs => $2)
 RETURNING value;
 
 -- name: most_overdue_seconds

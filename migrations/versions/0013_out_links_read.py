@@ -27,11 +27,13 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # The type first: on Citus a type command cannot follow a (parallel) change of a
+    # distributed table in the same transaction.
+    op.execute("ALTER TYPE fetch_record ADD ATTRIBUTE out_links_read boolean")
     op.add_column(
         "urls",
         sa.Column("out_links_read", sa.Boolean(), nullable=False, server_default=sa.false()),
     )
-    op.execute("ALTER TYPE fetch_record ADD ATTRIBUTE out_links_read boolean")
 
 
 def downgrade() -> None:
