@@ -47,7 +47,7 @@ from crawler.core.model import SECONDS_PER_DAY
 from crawler.core.replan import moved_urls, policy_moved, replanned
 from crawler.core.schedule import SchedulePolicy
 from crawler.db.connect import create_pool
-from crawler.db.errors import DB_ERRORS
+from crawler.db.errors import DB_ERRORS, retried_later
 from crawler.db.frontier import record_from_row, to_datetime
 from crawler.db.queries import QUERIES
 from crawler.metrics import Events
@@ -464,7 +464,7 @@ async def run_planner(
             set_policy(policy)
             solved(outcome)
 
-        with contextlib.suppress(*DB_ERRORS):
+        with retried_later("the planner round", log):
             policy, outcome = await solve_once(
                 pool, get_policy(), inputs,
                 window_seconds=max(2.0 * interval_seconds, 5.0), round_seconds=round_seconds,

@@ -37,7 +37,7 @@ from crawler.daemon.webhook import WebhookDelivery
 from crawler.daemon.worker import Worker
 from crawler.db import frontier, migrate, partitions
 from crawler.db.connect import connect, create_pool, describe
-from crawler.db.errors import DB_ERRORS, DB_UNAVAILABLE, renew_connections
+from crawler.db.errors import DB_ERRORS, DB_UNAVAILABLE, renew_connections, retried_later
 from crawler.db.estimates import FrontierFigures, frontier_figures
 from crawler.db.queries import QUERIES
 from crawler.metrics import Metrics
@@ -62,7 +62,7 @@ async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics, settings: Settin
     """Side task: the frontier's gauges. One daemon per fleet samples (PostgreSQL's estimates
     on a large frontier, ``crawler.db.estimates``) and stores the figures; all publish them."""
     while True:
-        with contextlib.suppress(*DB_ERRORS):
+        with retried_later("the frontier sampler", log):
             claimed = await pool.fetchval(
                 QUERIES["fleet_claim"], "sampler", 0.8 * SAMPLE_INTERVAL_SECONDS
             )
@@ -92,7 +92,7 @@ async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics, settings: Settin
 async def heartbeat(pool: asyncpg.Pool, owner: str, concurrency: int, seconds: float) -> None:
     """Side task: this daemon's row in ``daemons``, so the planner counts its capacity."""
     while True:
-        with contextlib.suppress(*DB_ERRORS):
+        with retried_later("the heartbeat", log):
             await pool.execute(QUERIES["heartbeat"], owner, concurrency)
         await asyncio.sleep(seconds)
 

@@ -27,7 +27,7 @@ import aiohttp
 import asyncpg
 
 from crawler.db.connect import connect
-from crawler.db.errors import DB_ERRORS
+from crawler.db.errors import retried_later
 from crawler.db.queries import QUERIES
 from crawler.metrics import CollectionMetrics
 from crawler.net.fetch import canonical_url
@@ -155,7 +155,7 @@ class WebhookDelivery:
         events marked delivered when the lock goes (see ``_deliver_in_transactions``).
         """
         while True:
-            with contextlib.suppress(*DB_ERRORS):
+            with retried_later("webhook delivery", log):
                 async with self._connection() as conn:
                     if self.pgbouncer:
                         await self._deliver_in_transactions(conn)
@@ -200,7 +200,7 @@ class WebhookDelivery:
     async def _deliver_while_holding(self, conn: asyncpg.Connection) -> None:
         while not conn.is_closed():  # a lost connection has lost the lock too
             delivered = 0
-            with contextlib.suppress(*DB_ERRORS):
+            with retried_later("webhook delivery", log):
                 if time.time() >= self.receiver_down_until:
                     delivered = await self.deliver_round(conn)
                 await self.sample(conn)

@@ -41,7 +41,7 @@ from crawler.core.transition import (
 )
 from crawler.daemon.recorder import Recorder
 from crawler.db import frontier
-from crawler.db.errors import DB_ERRORS, DB_TRANSIENT, renew_connections
+from crawler.db.errors import DB_ERRORS, DB_TRANSIENT, renew_connections, retried_later
 from crawler.db.frontier import HostClaim, Lease, LeaseLost
 from crawler.db.record import ExtraWrite
 from crawler.logs import FETCH_LOG
@@ -168,7 +168,7 @@ class Worker:
     async def _sleep_until_work(self) -> None:
         timeout = self.config.poll_interval
         if len(self.host_tasks) < self.config.concurrency:
-            with contextlib.suppress(*DB_ERRORS):
+            with retried_later("the idle wake", log):
                 due = await frontier.earliest_due(self.pool)
                 if due is not None:
                     timeout = min(timeout, max(0.01, due - time.time()))

@@ -8,6 +8,10 @@ the shutdown itself, provided the pool replaces its connections (``expire_connec
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
+
 import asyncpg
 import asyncpg.exceptions
 
@@ -29,6 +33,31 @@ DB_TRANSIENT: tuple[type[BaseException], ...] = (
 # Anything the database side can raise: what a side task that simply tries again later
 # suppresses.
 DB_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError, *DB_UNAVAILABLE)
+# Passing conditions a side task waits out without a word: the above, and a statement
+# cancelled (a statement timeout, or the shutdown).
+DB_PASSING: tuple[type[BaseException], ...] = (
+    *DB_TRANSIENT,
+    asyncpg.exceptions.QueryCanceledError,
+)
+_reported: set[tuple[str, str]] = set()
+
+
+@contextlib.contextmanager
+def retried_later(what: str, logger: logging.Logger) -> Iterator[None]:
+    """Suppress the database errors of a side task that simply tries again later (``DB_ERRORS``),
+    and log one that is not a passing condition, once per task and SQLSTATE: a statement the
+    server refuses (a missing column after a partial upgrade, a feature Citus does not
+    support) fails the same way every round, and would otherwise fail silently for good."""
+    try:
+        yield
+    except DB_PASSING:
+        pass
+    except asyncpg.PostgresError as exc:
+        key = (what, str(exc.sqlstate))
+        if key not in _reported:
+            _reported.add(key)
+            logger.error("%s failed and will be retried (logged once): %s: %s", what,
+                         type(exc).__name__, exc)
 
 
 async def renew_connections(pool: asyncpg.Pool, exc: BaseException) -> None:
