@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any, cast
 
 import asyncpg
 
@@ -63,11 +64,36 @@ class FrontierFigures:
         )
 
 
+def _distributed_job(node: dict[str, Any]) -> dict[str, Any] | None:
+    """The Citus job in a plan tree (its ``Distributed Query``), if there is one."""
+    job = node.get("Distributed Query", {}).get("Job")
+    if job is not None:
+        return cast(dict[str, Any], job)
+    for child in node.get("Plans", ()):
+        found = _distributed_job(child)
+        if found is not None:
+            return found
+    return None
+
+
+def plan_rows(explained: list[dict[str, Any]]) -> int:
+    """The row estimate of an ``EXPLAIN (FORMAT JSON)``.
+
+    On Citus the coordinator's node carries a placeholder (always 100,000) and the real
+    estimates are the shards': those shown (one of N by default) are scaled to all N, the
+    shards of a hash-distributed table holding about as many rows each."""
+    top = explained[0]["Plan"]
+    job = _distributed_job(top)
+    if job is None or not job.get("Tasks"):
+        return int(top["Plan Rows"])
+    shown = [int(task["Remote Plan"][0][0]["Plan"]["Plan Rows"]) for task in job["Tasks"]]
+    return round(sum(shown) * int(job.get("Task Count", len(shown))) / len(shown))
+
+
 async def estimated_rows(conn: asyncpg.Connection | asyncpg.Pool, query: str, *args: object) -> int:
     """The query planner's row estimate for ``query`` (it is planned, not run)."""
     plan = await conn.fetchval("EXPLAIN (FORMAT JSON) " + query, *args)
-    parsed = json.loads(plan) if isinstance(plan, str) else plan
-    return int(parsed[0]["Plan"]["Plan Rows"])
+    return plan_rows(json.loads(plan) if isinstance(plan, str) else plan)
 
 
 async def frontier_figures(
