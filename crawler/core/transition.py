@@ -241,9 +241,11 @@ def transition(
         before=record,
         record=replace_record(
             after, change_rate_per_day=schedule.change_rate_per_day,
-            # Read now if the page was parsed as a window page (page_url given).
+            # A window page's body was examined for links (page_url given): read, even when
+            # it held none (not HTML), so that its next fetch is conditional again.
             out_links_read=record.out_links_read
-            or (page is not None and record.site_id is not None),
+            or (record.site_id is not None and not permanent and not same_bytes
+                and result.outcome == Outcome.OK),
         ),
         observation=obs,
         schedule=schedule,

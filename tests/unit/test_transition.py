@@ -168,3 +168,35 @@ def test_identical_bytes_reuse_the_stored_fingerprint_without_parsing(
     assert edited.observation.simhash_distance == 3
     assert edited.observation.content_changed is True
     assert edited.window is not None and edited.window.out_links == ("http://a.test/b",)
+
+
+def test_a_window_page_crawled_before_it_joined_is_fetched_whole_and_parsed() -> None:
+    """Its stored validators and content hash came from before it joined: no 304 and no
+    identical-bytes shortcut may keep its links unread."""
+    from crawler.net.fetch import conditional_headers
+
+    body = page("words " * 50, '<a href="/other">o</a>')
+    crawled = step(UrlRecord(1, URL), ok(body, etag='"v1"')).record
+    assert crawled.etag == '"v1"' and not crawled.out_links_read
+    assert conditional_headers(crawled) == {"If-None-Match": '"v1"'}
+    joined = replace(crawled, site_id=7, depth=0)
+    assert joined.out_links_unread and conditional_headers(joined) == {}
+    again = step(joined, ok(body, at=NOW + 60, etag='"v1"'))
+    assert again.window is not None and again.window.out_links == ("http://a.test/other",)
+    assert again.record.out_links_read and not again.record.out_links_unread
+    assert conditional_headers(again.record) == {"If-None-Match": '"v1"'}
+    # Read, a 304 or the same bytes again keep the stored links and the flag.
+    same = step(again.record, ok(body, at=NOW + 120, etag='"v1"'))
+    assert same.window is not None and same.window.out_links is None
+    assert same.record.out_links_read
+
+
+def test_a_window_member_that_is_not_html_is_read_once_and_then_fetched_conditionally() -> None:
+    pdf = FetchResult(fetched_at=NOW, duration_seconds=0.1, outcome=Outcome.OK, status=200,
+                      body=b"%PDF-1.4 not html", content_type="application/pdf", etag='"p"')
+    t = step(UrlRecord(1, URL, site_id=7, depth=1), pdf)
+    assert t.record.out_links_read
+    not_modified = FetchResult(fetched_at=NOW + 60, duration_seconds=0.1,
+                               outcome=Outcome.NOT_MODIFIED, status=304)
+    unread = step(UrlRecord(1, URL, site_id=7, depth=1, last_content_hash=b"x"), not_modified)
+    assert not unread.record.out_links_read  # a 304 reads nothing
