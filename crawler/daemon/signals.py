@@ -26,9 +26,18 @@ class Shutdown:
         self.hurry = asyncio.Event()
 
     def install(self) -> Shutdown:
-        """Count signals from now on (call before anything that can block)."""
-        for sig in SIGNALS:
-            signal.signal(sig, self._on_signal_frame)
+        """Count signals from now on (call before anything that can block).
+
+        Both handlers go in with the signals blocked: a SIGINT between the two would meet
+        the handler it had before (Python's, raising KeyboardInterrupt) while SIGTERM is
+        already counted, which is how a signal test saw a daemon exit 1 on a loaded machine.
+        Blocked, it waits for the new handler."""
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            for sig in SIGNALS:
+                signal.signal(sig, self._on_signal_frame)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         return self
 
     def _on_signal_frame(self, signum: int, frame: FrameType | None) -> None:

@@ -64,6 +64,12 @@ def fork_daemon(env: dict[str, str], log_path: Path) -> int:
         return pid
     code = 99
     try:
+        # What `python -m crawler run` does first (crawler/__main__.py): count the signals from
+        # here, with handlers of this process's own, not a Shutdown this test process may hold.
+        from crawler.daemon import signals as daemon_signals
+
+        daemon_signals._process_shutdown.clear()
+        daemon_signals.process_shutdown()
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
@@ -164,7 +170,18 @@ def test_signals_at_random_moments_are_never_lost(db_url: str, tmp_path: Path) -
     # One fetch process: the daemon itself. (`--processes N`'s parent, crawler/daemon/
     # processes.py, forwards signals with handlers of its own and is tested with it.)
     env["CRAWLER_PROCESSES"] = "1"
-    drive(runs, lambda run: fork_daemon(env, run.log))
+    # A child counts as armed once it catches SIGTERM, so it must not inherit a handler from
+    # this process (one an earlier test left in this worker): armed at once, it could get a
+    # SIGINT before `run` counts signals, and exit 1 on KeyboardInterrupt.
+    inherited = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        drive(runs, lambda run: fork_daemon(env, run.log))
+    finally:
+        for sig, handler in inherited.items():
+            if handler is not None:  # None: not a Python-level handler, nothing to put back
+                signal.signal(sig, handler)
     elapsed = time.monotonic() - started
     failures = []
     for run in runs:
