@@ -242,10 +242,10 @@ def transition(
         record=replace_record(
             after, change_rate_per_day=schedule.change_rate_per_day,
             # A window page's body was examined for links (page_url given): read, even when
-            # it held none (not HTML), so that its next fetch is conditional again.
+            # it held none (not HTML), so that its next fetch is conditional again. (A page
+            # whose links are unread never takes the same-bytes shortcut.)
             out_links_read=record.out_links_read
-            or (record.site_id is not None and not permanent and not same_bytes
-                and result.outcome == Outcome.OK),
+            or (record.site_id is not None and not permanent and result.outcome == Outcome.OK),
         ),
         observation=obs,
         schedule=schedule,
