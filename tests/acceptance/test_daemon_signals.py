@@ -195,9 +195,13 @@ def test_signals_at_random_moments_are_never_lost(db_url: str, tmp_path: Path) -
           f"caught SIGTERM {max(r.armed_seconds for r in runs):.2f}s after the fork at most")
 
 
-def test_cold_daemons_catch_signals_before_connecting(tmp_path: Path) -> None:
-    """A real `python -m crawler run` whose database never answers: the handlers are in place
-    while it waits to connect, and SIGINT or SIGTERM there exits 0 at once."""
+@pytest.mark.parametrize("command", ["python -m crawler", "installed script"])
+def test_cold_daemons_catch_signals_before_connecting(tmp_path: Path, command: str) -> None:
+    """A real `crawler run` whose database never answers, started both ways (the script pip
+    installs, as a service manager starts it, and `python -m crawler`): the handlers are in
+    place while it waits to connect, and SIGINT or SIGTERM there exits 0 at once."""
+    argv = ([sys.executable, "-m", "crawler", "run"] if command == "python -m crawler"
+            else [str(Path(sys.executable).with_name("crawler")), "run"])
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(16)  # accepts TCP, never speaks: the connection attempt hangs
@@ -208,7 +212,7 @@ def test_cold_daemons_catch_signals_before_connecting(tmp_path: Path) -> None:
     try:
         procs = []
         for sig in (signal.SIGINT, signal.SIGTERM):
-            proc = subprocess.Popen([sys.executable, "-m", "crawler", "run"], env=env,
+            proc = subprocess.Popen(argv, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             procs.append((proc, sig))
         for proc, sig in procs:
