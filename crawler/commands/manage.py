@@ -102,9 +102,12 @@ async def _remove(url: str, urls: list[str], host: str | None, confirm: Any) -> 
     conn = await db_connect(url)
     try:
         removed = 0
+        hosts: set[int] = set()
         async with conn.transaction():
             if urls:
-                removed += len(await conn.fetch(QUERIES["remove_urls"], urls))
+                rows = await conn.fetch(QUERIES["remove_urls"], urls)
+                removed += len(rows)
+                hosts.update(r["host_id"] for r in rows)
             if host is not None:
                 count = int(await conn.fetchval(QUERIES["host_url_count"], host))
                 if await conn.fetchval(QUERIES["remove_host"], host) is None:
@@ -112,9 +115,34 @@ async def _remove(url: str, urls: list[str], host: str | None, confirm: Any) -> 
                 if not confirm(host, count):
                     raise UserError(f"nothing removed: host {host} kept", PARTIAL)
                 removed += count
+        await _refresh_due(conn, hosts)
         return removed
     finally:
         await conn.close()
+
+
+# Hosts per refresh_host_due statement, and rounds for the ones a daemon held locked.
+REFRESH_BATCH = 1000
+REFRESH_ATTEMPTS = 5
+
+
+async def _refresh_due(conn: Any, hosts: set[int]) -> None:
+    """Recompute the due time of hosts that lost URLs, after the removal committed: a host left
+    with no URL is never ready again, so no daemon contacts it. ``refresh_host_due`` skips a
+    host a daemon's write holds locked for a moment, so those are tried again; one still busy
+    after that gets its due time from the daemon's own release of it."""
+    from crawler.db.queries import QUERIES
+
+    pending = sorted(hosts)
+    for attempt in range(REFRESH_ATTEMPTS):
+        for first in range(0, len(pending), REFRESH_BATCH):
+            done = await conn.fetch(QUERIES["refresh_host_due"],
+                                    pending[first:first + REFRESH_BATCH])
+            hosts.difference_update(r["id"] for r in done)
+        pending = sorted(hosts)
+        if not pending:
+            return
+        await asyncio.sleep(0.05 * (attempt + 1))
 
 
 def cmd_remove(args: argparse.Namespace) -> int:

@@ -205,7 +205,9 @@ class Worker:
         """Fetch and record the host's URLs in turn; True when the last URL's record gave
         the host back (no release needed after it)."""
         cfg = self.config
-        if not self._lease_allows_request(host):
+        if not host.urls or not self._lease_allows_request(host):
+            # No due URL left (removed, or rescheduled, since the host was last made ready):
+            # given back untouched, without a request to the host, not even for robots.txt.
             return False
         gate = await self._robots_gate(host, session)
         if gate is None:

@@ -771,10 +771,11 @@ WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
 RETURNING u.url;
 
 -- name: remove_urls
--- `crawler remove URL...`: the URLs and, by cascade, their observations and links.
+-- `crawler remove URL...`: the URLs and, by cascade, their observations and links. Returns
+-- their hosts, whose due time the caller then recomputes (refresh_host_due).
 DELETE FROM urls AS u USING unnest($1::text[]) AS t(url)
 WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
-RETURNING u.id;
+RETURNING u.id, u.host_id;
 
 -- name: host_url_count
 SELECT count(*) FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
