@@ -137,60 +137,99 @@ class Sample:
 
 
 async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -> Sample:
-    """A stratified sample of about ``size`` live URLs, in statements of bounded size."""
+    """A stratified sample of about ``size`` live URLs, in statements of bounded size; the
+    whole live population, counted exactly, when the sample's estimate of it is no larger.
+
+    The strata start at random keys, so a small or sparse population (after a large
+    ``crawler remove``, say) is estimated from the few rows past each start, and the estimate,
+    and with it the budget, jumped from round to round on a frontier that did not change."""
     bounds = await pool.fetchrow(QUERIES["planner_id_range"])
-    empty = np.zeros(0)
+    rows = _SampleRows()
     if bounds is None or bounds["min_id"] is None:
-        return Sample(empty.astype(np.int64), empty, empty, empty, {}, 0.0)
+        return rows.sample(0.0)
     strata = id_strata(
         bounds["min_id"], bounds["max_id"], max(1, size // URLS_PER_STRATUM), rng
     )
     n = strata.starts.size
     rows_read = np.zeros(n, dtype=np.int64)
     last_ids = strata.starts.copy()
-    host_ids: list[int] = []
-    importance: list[float] = []
-    change_rates: list[float] = []
-    delays: list[float] = []
-    histories: dict[str, list[ChangeHistory]] = defaultdict(list)
-    nan = float("nan")
     for first in range(0, n, STRATA_PER_STATEMENT):
         last = min(n, first + STRATA_PER_STATEMENT)
         statement_started = time.monotonic()
-        rows = await pool.fetch(
+        for row in await pool.fetch(
             QUERIES["planner_sample"],
             strata.starts[first:last].tolist(),
             strata.ends[first:last].tolist(),
             URLS_PER_STRATUM,
-        )
-        for row in rows:
+        ):
             k = first + row["stratum"] - 1
             rows_read[k] += 1
             last_ids[k] = max(last_ids[k], row["id"])
-            host_ids.append(row["host_id"])
-            importance.append(row["importance"])
-            rate = row["change_rate_per_day"]
-            change_rates.append(nan if rate is None else rate)
-            delay = row["crawl_delay_seconds"]
-            delays.append(nan if delay is None else delay)
-            if row["intervals_observed"] > 0:
-                histories[str(row["host_id"])].append(
-                    ChangeHistory(
-                        tuple(row["changed_intervals_days"] or ()),
-                        row["unchanged_days"],
-                        row["intervals_observed"],
-                    )
-                )
+            rows.add(row)
         await _rest(statement_started, SAMPLE_REST_PER_WORK)
     population = estimated_population(strata, rows_read, last_ids, URLS_PER_STRATUM)
-    return Sample(
-        np.array(host_ids, dtype=np.int64),
-        np.array(importance, dtype=np.float64),
-        np.array(change_rates, dtype=np.float64),
-        np.array(delays, dtype=np.float64),
-        dict(histories),
-        max(population, float(len(host_ids))),
-    )
+    if population <= size:
+        whole = await _read_whole(pool, bounds["min_id"], bounds["max_id"], size)
+        if whole is not None:
+            return whole
+    return rows.sample(max(population, float(len(rows.host_ids))))
+
+
+async def _read_whole(pool: asyncpg.Pool, min_id: int, max_id: int, size: int) -> Sample | None:
+    """Every live URL in key order, in statements of bounded size (the sample statement over
+    one stratum, resumed after the last key read); None once there are more than ``size``."""
+    rows = _SampleRows()
+    chunk = URLS_PER_STRATUM * STRATA_PER_STATEMENT
+    start = min_id
+    while True:
+        statement_started = time.monotonic()
+        got = await pool.fetch(QUERIES["planner_sample"], [start], [max_id + 1], chunk)
+        for row in got:
+            rows.add(row)
+            start = max(start, row["id"] + 1)
+        await _rest(statement_started, SAMPLE_REST_PER_WORK)
+        if len(rows.host_ids) > size:
+            return None
+        if len(got) < chunk:
+            return rows.sample(float(len(rows.host_ids)))
+
+
+class _SampleRows:
+    """The sampled URLs' columns, as they are read."""
+
+    def __init__(self) -> None:
+        self.host_ids: list[int] = []
+        self.importance: list[float] = []
+        self.change_rates: list[float] = []
+        self.delays: list[float] = []
+        self.histories: dict[str, list[ChangeHistory]] = defaultdict(list)
+
+    def add(self, row: asyncpg.Record) -> None:
+        nan = float("nan")
+        self.host_ids.append(row["host_id"])
+        self.importance.append(row["importance"])
+        rate = row["change_rate_per_day"]
+        self.change_rates.append(nan if rate is None else rate)
+        delay = row["crawl_delay_seconds"]
+        self.delays.append(nan if delay is None else delay)
+        if row["intervals_observed"] > 0:
+            self.histories[str(row["host_id"])].append(
+                ChangeHistory(
+                    tuple(row["changed_intervals_days"] or ()),
+                    row["unchanged_days"],
+                    row["intervals_observed"],
+                )
+            )
+
+    def sample(self, population: float) -> Sample:
+        return Sample(
+            np.array(self.host_ids, dtype=np.int64),
+            np.array(self.importance, dtype=np.float64),
+            np.array(self.change_rates, dtype=np.float64),
+            np.array(self.delays, dtype=np.float64),
+            dict(self.histories),
+            population,
+        )
 
 
 async def _rest(work_started: float, per_work: float) -> None:
