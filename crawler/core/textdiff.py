@@ -93,12 +93,20 @@ def line_changes(
     max_lines: int = MAX_EVENT_LINES,
     max_chars: int = MAX_EVENT_CHARS,
 ) -> LineChanges:
-    """Added and removed lines (in order), at most ``max_lines`` and ``max_chars`` in all."""
+    """Added and removed lines (in order), at most ``max_lines`` and ``max_chars`` in all.
+
+    Lines that differ only in digits count as equal, unless nothing else differs: an event is
+    written for a change the fingerprint saw, and on a small page a changed number alone can
+    move it past the threshold, so then the numbers are the change, and shown (an event that
+    says "changed" with no line added or removed tells its reader nothing)."""
     added: list[str] = []
     removed: list[str] = []
     budget = max_chars
     truncated = False
-    for tag, i1, i2, j1, j2 in _opcodes(old, new):
+    opcodes = _opcodes(old, new)
+    if all(tag == "equal" for tag, *_ in opcodes) and list(old) != list(new):
+        opcodes = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in opcodes:
         if tag == "equal":
             continue
         for target, lines in ((removed, old[i1:i2]), (added, new[j1:j2])):

@@ -36,6 +36,19 @@ def test_line_changes_are_bounded() -> None:
     assert small.removed == ("a",) and small.added == ("b" * 9,) and small.truncated
 
 
+def test_line_changes_show_numbers_when_only_numbers_changed() -> None:
+    """On a small page a changed number alone can make a change (QA: "topic 4." edited to
+    "topic 5." gave an event with no line added or removed); its event shows that line."""
+    old = ["Headline", "About topic 4."]
+    changes = line_changes(old, ["Headline", "About topic 5."])
+    assert changes.removed == ("About topic 4.",) and changes.added == ("About topic 5.",)
+    # Beside a real edit, a digit-only edit is still left out.
+    mixed = line_changes([*old, "Rendered at 100"], ["Headline two", "About topic 4.",
+                                                     "Rendered at 160"])
+    assert mixed.removed == ("Headline",) and mixed.added == ("Headline two",)
+    assert line_changes(old, old) == line_changes([], [])
+
+
 def test_event_payload_carries_simhashes_as_hex() -> None:
     payload = event_payload(
         kind="changed", url="http://x/", fetched_at_iso="2026-01-01T00:00:00+00:00",
