@@ -20,7 +20,8 @@ from crawler.db.migrate import upgrade
 from crawler.db.queries import QUERIES
 from crawler.db.schema import metadata
 
-pytestmark = pytest.mark.timeout(120)
+# Each test with the plain statements and with the Citus variants (conftest.statements).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("statements")]
 
 
 def urls_for(hosts: int, per_host: int) -> list[tuple[str, float]]:
