@@ -16,8 +16,8 @@
 -- crawler_lock_ready_hosts then locks up to $1 of them still ready, skipping any another
 -- claim holds, so that a claim never waits and two claims never lease one host. A claim that
 -- loses more than $1 candidates to others leases fewer than $1 hosts this time (the plain
--- statement walks on in the index instead). The URLs are read through the hosts table (the
--- LATERAL's outer side must be a distributed table for Citus), joined on the leased keys.
+-- statement walks on in the index instead). The URLs are read by crawler_due_urls, one host
+-- per statement (a statement over every shard costs Citus more than a few on one each).
 WITH candidates AS MATERIALIZED (
     SELECT id
     FROM hosts
@@ -30,7 +30,7 @@ ready_hosts AS MATERIALIZED (
         ARRAY(SELECT id FROM candidates), $1::bigint
     ) AS id
 ),
-leased_hosts AS (
+leased_hosts AS MATERIALIZED (
     UPDATE hosts AS h
     SET lease_owner = $2,
         lease_expires_at = now() + make_interval(secs => $4),
@@ -40,6 +40,9 @@ leased_hosts AS (
               h.consecutive_failures AS host_failures, h.backoff_until, h.robots_body,
               h.robots_status, h.robots_fetched_at, h.robots_good_at, h.robots_expires_at,
               h.robots_unreachable_since
+),
+lu AS MATERIALIZED (
+    SELECT * FROM crawler_due_urls(ARRAY(SELECT id FROM leased_hosts), $3::bigint)
 )
 SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lh.lease_expires_at AS host_lease_expires_at, lh.lease_epoch, now() AS db_now,
@@ -56,15 +59,7 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.fingerprint_region, lu.out_links_read,
        s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
 FROM leased_hosts AS lh
--- Probed by key (hosts_pkey), never scanned: the CTE's row estimate is blind.
-JOIN hosts AS hh ON hh.id = lh.id AND hh.id = ANY(ARRAY(SELECT id FROM ready_hosts))
-LEFT JOIN LATERAL (
-    SELECT *
-    FROM urls
-    WHERE host_id = hh.id AND next_fetch_at <= now()
-    ORDER BY next_fetch_at
-    LIMIT $3
-) AS lu ON true
+LEFT JOIN lu ON lu.host_id = lh.id
 LEFT JOIN sites AS s ON s.id = lu.site_id
 ORDER BY lh.id, lu.next_fetch_at;
 

@@ -8,9 +8,10 @@ plain statements lock in, and return what they locked; the Citus variants of tho
 then write the locked rows in one multi-shard statement, in the same transaction. So the
 variants keep the plain statements' guarantees (fenced by lease token, lock order by id, the
 planner and claims never waiting on a locked row) at the cost of one statement per host inside
-the database. ``crawler_sample_strata`` reads each stratum of the planner's sample by a
-statement of its own (each one pushed down to every shard, ``ORDER BY id LIMIT n``). Their row
-estimates are a batch's (``ROWS``), so that the plans probe the keys they return.
+the database. ``crawler_due_urls`` reads each leased host's due URLs for the claim, and
+``crawler_sample_strata`` each stratum of the planner's sample (pushed down to every shard,
+``ORDER BY id LIMIT n``), by a statement of their own. Their row estimates are a batch's
+(``ROWS``), so that the plans probe the keys they return.
 
 Plain PostgreSQL does not call them (its statements are unchanged); the functions are made
 here so that a database distributed later has them, and so that the tests can run the
@@ -77,6 +78,25 @@ BEGIN
             taken := taken + 1;
             RETURN NEXT locked;
         END IF;
+    END LOOP;
+END
+$$
+""",
+    # claim_due_work: up to ``per_host`` due URLs of each host, earliest first
+    # (urls_host_next_fetch_idx), one statement per host: Citus refuses the LATERAL ... LIMIT
+    # off the leased hosts, and a LATERAL off the hosts table runs on every shard.
+    "crawler_due_urls(bigint[], bigint)": """
+CREATE OR REPLACE FUNCTION crawler_due_urls(host_ids bigint[], per_host bigint)
+RETURNS SETOF urls LANGUAGE plpgsql ROWS 100 AS $$
+DECLARE
+    item record;
+BEGIN
+    FOR item IN SELECT DISTINCT t.id FROM unnest(host_ids) AS t(id) ORDER BY t.id LOOP
+        RETURN QUERY
+        SELECT * FROM urls
+        WHERE host_id = item.id AND next_fetch_at <= now()
+        ORDER BY next_fetch_at
+        LIMIT per_host;
     END LOOP;
 END
 $$
