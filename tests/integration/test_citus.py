@@ -174,6 +174,24 @@ async def test_every_replaced_statement_runs_on_citus(citus_db: str) -> None:
         await pool.close()
 
 
+async def test_a_claim_on_citus_skips_a_host_another_transaction_holds(citus_db: str) -> None:
+    pool = await create_pool(citus_db, min_size=2, max_size=2)
+    try:
+        await frontier.seed(pool, [(f"http://127.0.0.{h + 2}:8000/p", 1.0) for h in range(3)],
+                            0.0)
+        held = await pool.fetchval("SELECT id FROM hosts ORDER BY ready_at LIMIT 1")
+        async with pool.acquire() as holder, holder.transaction():
+            await holder.execute("SELECT id FROM hosts WHERE id = $1 FOR UPDATE", held)
+            claims = await asyncio.wait_for(frontier.claim(
+                pool, "me", max_hosts=3, urls_per_host=1, lease_seconds=60), 10)
+            others = await pool.fetch("SELECT id FROM hosts WHERE id <> $1", held)
+            assert {c.host_id for c in claims} == {r["id"] for r in others}
+        later = await frontier.claim(pool, "me", max_hosts=3, urls_per_host=1, lease_seconds=60)
+        assert [c.host_id for c in later] == [held]
+    finally:
+        await pool.close()
+
+
 async def _record(
     pool: asyncpg.Pool, lease: frontier.Lease, url_id: int, at: float
 ) -> dict[int, bool]:

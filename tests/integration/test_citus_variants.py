@@ -9,6 +9,8 @@ the variants forced too (``conftest.statements``); on a real Citus by ``test_cit
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 import pytest
 
@@ -53,3 +55,28 @@ async def test_plain_postgresql_keeps_the_plain_statements(db_url: str) -> None:
         assert not queries.using_citus()
     finally:
         queries.use_citus(False)
+
+
+async def test_the_citus_claim_skips_a_host_another_transaction_holds(db_url: str) -> None:
+    """As the plain claim's SKIP LOCKED: a host locked elsewhere is passed over at once, and
+    claimed once it is free."""
+    from crawler.db import frontier
+    from crawler.db.queries import force_citus
+
+    force_citus(True)
+    pool = await asyncpg.create_pool(db_url, min_size=2, max_size=2)
+    try:
+        await frontier.seed(pool, [(f"http://127.0.0.{h + 2}:8000/p", 1.0) for h in range(3)],
+                            0.0)
+        async with pool.acquire() as holder, holder.transaction():
+            held = await holder.fetchval("SELECT id FROM hosts ORDER BY ready_at LIMIT 1 "
+                                         "FOR UPDATE")
+            claims = await asyncio.wait_for(frontier.claim(
+                pool, "me", max_hosts=3, urls_per_host=1, lease_seconds=60), 5)
+            others = await pool.fetch("SELECT id FROM hosts WHERE id <> $1", held)
+            assert {c.host_id for c in claims} == {r["id"] for r in others}
+        later = await frontier.claim(pool, "me", max_hosts=3, urls_per_host=1, lease_seconds=60)
+        assert [c.host_id for c in later] == [held]
+    finally:
+        await pool.close()
+        force_citus(None)
