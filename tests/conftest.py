@@ -77,3 +77,18 @@ def empty_db_url(pg_server_url: str) -> Iterator[str]:
     _run_blocking(_admin(pg_server_url, f'CREATE DATABASE "{name}"'))
     yield _with_database(pg_server_url, name)
     _run_blocking(_admin(pg_server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["plain", "citus"])
+def statements(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each test twice: with the plain statements, and with the Citus variants
+    (crawler/db/queries_citus.sql) forced on this plain PostgreSQL, whose semantics must be
+    the same. Forced in this process only: a daemon started as a subprocess looks the
+    extension up for itself (and runs the plain statements here)."""
+    from crawler.db.queries import force_citus
+
+    force_citus(request.param == "citus")
+    try:
+        yield request.param
+    finally:
+        force_citus(None)

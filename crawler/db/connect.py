@@ -12,6 +12,11 @@ statements (asyncpg's statement cache) must be off. The setting travels with the
 connection is opened by ``connect`` or ``create_pool`` here, which strip it and turn the cache
 off; a plain ``asyncpg.connect`` would fail on it (unknown server setting) rather than run
 with the cache on.
+
+Those two functions also choose the statements of ``crawler.db.queries``: on a database with
+the citus extension, the Citus variants (``use_citus``). The extension is looked up once per
+database URL and process, by the first connection or pool opened on it, before any statement
+of the crawler runs there.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
+from crawler.db.queries import use_citus
 from crawler.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -34,6 +40,8 @@ EMBEDDED_DATABASE = "crawler"
 PGBOUNCER_PARAM = "crawler_pgbouncer"
 
 _embedded_servers: dict[Path, Any] = {}
+# Whether the database of each URL this process opened has the citus extension.
+_citus: dict[str, bool] = {}
 
 
 def embedded_server(data_dir: Path, cleanup_mode: str = "stop") -> Any:
@@ -120,6 +128,11 @@ async def connect(url: str, **kwargs: Any) -> asyncpg.Connection:
     """``asyncpg.connect`` honouring the PgBouncer marker of ``database_url``."""
     plain, options = _options(url)
     conn: asyncpg.Connection = await asyncpg.connect(plain, **options, **kwargs)
+    try:
+        await _choose_statements(conn, plain)
+    except BaseException:
+        await conn.close()
+        raise
     return conn
 
 
@@ -153,4 +166,22 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asy
     plain, options = _options(url)
     pool = await asyncpg.create_pool(plain, min_size=min_size, max_size=max_size, **options)
     assert pool is not None
+    try:
+        await _choose_statements(pool, plain)
+    except BaseException:
+        await pool.close()
+        raise
     return pool
+
+
+CITUS_CHECK = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
+
+
+async def _choose_statements(conn: asyncpg.Connection | asyncpg.Pool, url: str) -> None:
+    """The Citus variants of the statements when the database has the extension (see the
+    module); asked once per URL."""
+    if url not in _citus:
+        _citus[url] = bool(await conn.fetchval(CITUS_CHECK))
+        if _citus[url]:
+            log.info("the database has the citus extension: running its statement variants")
+    use_citus(_citus[url])

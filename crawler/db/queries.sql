@@ -641,18 +641,22 @@ ORDER BY u.depth NULLS LAST, u.id;
 -- robots.txt request counts as a request to the host). $1 is the hosts row as JSON
 -- (crawler.db.frontier.store_robots); fenced by the lease token ($2 owner, $3 epoch). When
 -- the rules changed ($4), every URL they had disallowed is due again, to be judged anew.
+-- Every part names the host by the key in $1 itself (not by the row read from it): Citus
+-- then runs the whole statement on the host's shard, row lock included.
 WITH r AS (
     SELECT * FROM jsonb_populate_record(NULL::hosts, $1::jsonb)
 ),
 lease AS (
-    SELECT hosts.id FROM hosts, r
-    WHERE hosts.id = r.id AND hosts.lease_owner = $2 AND hosts.lease_epoch = $3
+    SELECT hosts.id FROM hosts
+    WHERE hosts.id = ($1::jsonb ->> 'id')::bigint
+      AND hosts.lease_owner = $2 AND hosts.lease_epoch = $3
       AND hosts.lease_expires_at > now()
     FOR UPDATE OF hosts
 ),
 rechecked AS (
     UPDATE urls SET next_fetch_at = LEAST(next_fetch_at, now())
-    WHERE $4 AND host_id IN (SELECT id FROM lease) AND state = 'disallowed'
+    WHERE $4 AND host_id = ($1::jsonb ->> 'id')::bigint AND host_id IN (SELECT id FROM lease)
+      AND state = 'disallowed'
     RETURNING id
 )
 UPDATE hosts
@@ -662,7 +666,7 @@ SET robots_body = r.robots_body, robots_status = r.robots_status,
     robots_unreachable_since = r.robots_unreachable_since,
     crawl_delay_seconds = r.crawl_delay_seconds, next_request_at = r.next_request_at
 FROM r, lease
-WHERE hosts.id = lease.id
+WHERE hosts.id = ($1::jsonb ->> 'id')::bigint AND hosts.id = lease.id
 RETURNING (SELECT count(*) FROM rechecked) AS rechecked;
 
 -- name: set_host_backoff

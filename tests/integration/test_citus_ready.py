@@ -27,7 +27,7 @@ import pytest
 
 from crawler.core.hostid import HostIdCollision, host_id, url_host_id
 from crawler.db import frontier
-from crawler.db.queries import QUERIES
+from crawler.db.queries import CITUS_QUERIES, PLAIN_QUERIES, QUERIES
 
 HOST_OWNED = {
     "hosts": "id",  # the hosts table's own key is the host_id
@@ -313,3 +313,48 @@ def test_two_origins_of_one_batch_with_one_key_are_refused(
     with pytest.raises(HostIdCollision):
         frontier.seed_rows(["http://a.example/", "http://b.example/"], {
             "http://a.example/": 1.0, "http://b.example/": 1.0})
+
+
+# The lock helpers of migration 0014 (called by the Citus variants) that are fleet-wide, and why.
+FLEET_WIDE_FUNCTIONS = {
+    "crawler_sample_strata": "planner sampling: one URL key range per statement, like "
+                             "planner_sample",
+}
+
+
+def _row_lock_functions() -> dict[str, str]:
+    """The helper functions' SQL, by name, as migration 0014 creates them."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "migrations" / "versions" / "0014_citus_row_locks.py"
+    spec = importlib.util.spec_from_file_location("citus_row_locks", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {signature.split("(")[0]: sql for signature, sql in module.FUNCTIONS.items()}
+
+
+def test_citus_variants_and_their_helpers_name_their_hosts() -> None:
+    """The same check over crawler/db/queries_citus.sql and the functions it calls: a variant
+    replaces a statement (same name, so the same place on the allow-list), and each helper
+    locks one host (or URL of one host) per statement."""
+    assert set(CITUS_QUERIES) <= set(PLAIN_QUERIES)
+    offenders = {
+        name: problems
+        for name, sql in CITUS_QUERIES.items()
+        if name not in FLEET_WIDE and (problems := unconstrained(sql))
+    }
+    assert offenders == {}
+    functions = _row_lock_functions()
+    assert functions.keys() >= FLEET_WIDE_FUNCTIONS.keys()
+    offenders = {
+        name: problems
+        for name, sql in functions.items()
+        if name not in FLEET_WIDE_FUNCTIONS and (problems := unconstrained(sql))
+    }
+    assert offenders == {}
+    # Every helper is called by a variant, and only there.
+    for name in functions:
+        assert any(name in sql for sql in CITUS_QUERIES.values()), name
+        assert not any(name in sql for sql in PLAIN_QUERIES.values()), name

@@ -27,6 +27,9 @@ from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
 from crawler.settings import Settings
 
+# Each test with the plain statements and with the Citus variants (conftest.statements).
+pytestmark = pytest.mark.usefixtures("statements")
+
 SETTINGS = Settings(total_timeout=5.0, lease_seconds=30.0, default_interval=3600.0)
 
 

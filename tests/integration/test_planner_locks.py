@@ -16,7 +16,8 @@ from crawler.daemon import planner
 from crawler.daemon.planner import refresh_hosts, reschedule
 from crawler.db import frontier
 
-pytestmark = pytest.mark.timeout(120)
+# Each test with the plain statements and with the Citus variants (conftest.statements).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("statements")]
 
 POLICY = dataclasses.replace(
     schedule_policy(default_settings(), min_interval_seconds=60.0,

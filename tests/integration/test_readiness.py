@@ -16,10 +16,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
+import pytest
 from alembic import command
 
 from crawler.db import frontier, migrate
 from crawler.db.queries import QUERIES
+
+# Each test with the plain statements and with the Citus variants (conftest.statements).
+pytestmark = pytest.mark.usefixtures("statements")
 
 HOSTS = 100_000
 BATCH = 16

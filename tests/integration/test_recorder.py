@@ -32,7 +32,8 @@ from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
 from crawler.settings import Settings
 
-pytestmark = pytest.mark.timeout(120)
+# Each test with the plain statements and with the Citus variants (conftest.statements).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("statements")]
 
 
 async def claimed(pool: asyncpg.Pool, hosts: int, per_host: int = 1) -> list[HostClaim]:

@@ -15,7 +15,8 @@ import pytest
 from crawler.commands.errors import PARTIAL
 from crawler.db import frontier
 
-pytestmark = pytest.mark.timeout(300)
+# Each test with the plain statements and with the Citus variants (conftest.statements).
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("statements")]
 
 
 def many_urls(n: int, per_host: int = 10) -> list[tuple[str, float]]:

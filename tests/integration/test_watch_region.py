@@ -25,7 +25,8 @@ from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
 from crawler.settings import Settings
 
-pytestmark = pytest.mark.timeout(180)
+# Each test with the plain statements and with the Citus variants (conftest.statements).
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("statements")]
 
 WAIT_SECONDS = 90.0
 # Two unrelated paragraphs: swapping one for the other moves the simhash far past the threshold.
