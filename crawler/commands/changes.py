@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from crawler.commands.collection_args import add_options, parse_time, with_conn
-from crawler.commands.options import positive_int
+from crawler.commands.options import plain, positive_int
 
 
 def encode_cursor(fetched_at: dt.datetime, event_id: int) -> str:
@@ -30,7 +30,7 @@ def decode_cursor(value: str) -> tuple[dt.datetime, int]:
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("changes", help="Change events since a time.",
-                                   description=__doc__)
+                                   description=plain(__doc__))
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--since", type=parse_time, default=None, metavar="TIME",
                        help="Events fetched after TIME (ISO 8601 or POSIX seconds).")

@@ -69,6 +69,11 @@ def fraction(text: str) -> float:
     return value
 
 
+def plain(doc: str | None) -> str | None:
+    """A module docstring as --help text: RST's double backquotes are noise in a terminal."""
+    return None if doc is None else doc.replace("``", "")
+
+
 def add_setting(parser: argparse.ArgumentParser, field: str, **kwargs: Any) -> None:
     """An option that overrides a setting; its help names the variable and the default."""
     info = Settings.model_fields[field]
