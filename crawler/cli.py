@@ -124,7 +124,7 @@ def read_seed_lines(lines: Sequence[str], source: str) -> tuple[list[str], list[
     good: list[str] = []
     errors: list[str] = []
     for number, raw in enumerate(lines, start=1):
-        line = raw.strip()
+        line = raw.lstrip("\ufeff").strip() if number == 1 else raw.strip()  # a BOM
         if not line or line.startswith("#"):
             continue
         if "#" in line:
@@ -167,7 +167,7 @@ class SeedProgress:
 def check_seed_args(args: argparse.Namespace) -> None:
     if not args.urls and not args.file:
         raise UserError("seed needs at least one URL or --file PATH (see crawler seed --help)")
-    if args.file and not Path(args.file).is_file():
+    if args.file and args.file != "-" and not Path(args.file).is_file():
         raise UserError(f"seed file {args.file} does not exist or is not a file "
                         "(crawler seed --file PATH)")
     if (args.site_include or args.site_exclude) and args.window is None:
@@ -194,6 +194,14 @@ def rejection_summary(rejected: dict[str, int]) -> str:
     return "".join(f", {n} rejected by {label}" for label, n in sorted(rejected.items()))
 
 
+def seed_interrupted(committed: list[int], total: int) -> str:
+    """The line README promises for Ctrl-C during `seed`, whenever it lands after reading."""
+    done = committed[0] + committed[1]
+    return (f"{newline_if_tty()}crawler seed: interrupted after committing {done} of "
+            f"{plural(total, 'URL')} ({committed[0]} new); seeding is resumable: "
+            "run the same command again")
+
+
 def cmd_seed(args: argparse.Namespace) -> int:
     from crawler.db import frontier
     from crawler.db.connect import create_pool
@@ -201,10 +209,15 @@ def cmd_seed(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     try:
         urls, errors = read_seed_lines(args.urls, "argument")
-        if args.file:
+        if args.file == "-":
+            file_urls, file_errors = read_seed_lines(sys.stdin.read().splitlines(), "<stdin>")
+            urls += file_urls
+            errors += file_errors
+        elif args.file:
             path = Path(args.file)
             try:
-                text = path.read_text(errors="replace")
+                # utf-8-sig: a byte-order mark (Windows editors write one) is no part of line 1
+                text = path.read_text(encoding="utf-8-sig", errors="replace")
             except OSError as error:
                 raise UserError(f"cannot read seed file {path}: {error.strerror or error}; "
                                 "check crawler seed --file") from None
@@ -214,23 +227,32 @@ def cmd_seed(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise UserError("seed interrupted while reading its input; nothing was committed",
                         PARTIAL) from None
-    for message in errors:
-        print(message, file=sys.stderr)
-
-    if args.window is not None and len(urls) != 1:
-        print("crawler seed --window takes exactly one root URL", file=sys.stderr)
-        return 2
-    from crawler.core.patterns import partition, rejection
-
-    filters = seed_filters(args, settings)
-    if args.window is not None:
-        reason = rejection(filters, urls[0])
-        if reason is not None:
-            raise UserError(f"the window's root {urls[0]} is rejected by {reason}; "
-                            "change the patterns or the root")
-    urls, rejected = partition(filters, urls)
-    set_patterns = args.site_include is not None or args.site_exclude is not None
+    # A URL given twice (in the file, or as an argument too) is seeded once and counted once,
+    # as a duplicate: otherwise it appeared in no count of the summary.
+    unique = list(dict.fromkeys(urls))
+    duplicates = len(urls) - len(unique)
+    urls = unique
     committed = [0, 0]  # new, already known: what earlier batches committed
+    try:
+        for message in errors:
+            print(message, file=sys.stderr)
+
+        if args.window is not None and len(urls) != 1:
+            print("crawler seed --window takes exactly one root URL", file=sys.stderr)
+            return 2
+        from crawler.core.patterns import partition, rejection
+
+        filters = seed_filters(args, settings)
+        if args.window is not None:
+            reason = rejection(filters, urls[0])
+            if reason is not None:
+                raise UserError(f"the window's root {urls[0]} is rejected by {reason}; "
+                                "change the patterns or the root")
+        urls, rejected = partition(filters, urls)
+    except KeyboardInterrupt:  # read, nothing sent yet: the documented line, not a bare one
+        print(seed_interrupted(committed, len(urls)), file=sys.stderr)
+        return PARTIAL
+    set_patterns = args.site_include is not None or args.site_exclude is not None
 
     async def go() -> frontier.SeedResult:
         pool = await create_pool(resolve_url(settings))
@@ -315,13 +337,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
         raise UserError(f"seed: {collision}; {done} of {plural(len(urls), 'URL')} were "
                         "committed before it") from collision
     except KeyboardInterrupt:
-        done = committed[0] + committed[1]
-        print(f"{newline_if_tty()}crawler seed: interrupted after committing {done} of "
-              f"{plural(len(urls), 'URL')} ({committed[0]} new); seeding is resumable: "
-              "run the same command again", file=sys.stderr)
+        print(seed_interrupted(committed, len(urls)), file=sys.stderr)
         return PARTIAL
+    repeated = f", {plural(duplicates, 'duplicate')}" if duplicates else ""
     print(f"seeded {plural(result.inserted, 'new URL')} ({result.already_known} already known, "
-          f"{len(errors)} malformed{rejection_summary(rejected)})")
+          f"{len(errors)} malformed{repeated}{rejection_summary(rejected)})")
     return PARTIAL if errors else 0
 
 
@@ -533,7 +553,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("seed", cmd_seed, "Add URLs to the frontier (malformed ones are reported).")
     p.set_defaults(check=check_seed_args)
     p.add_argument("urls", nargs="*", metavar="URL")
-    p.add_argument("--file", help="File with one URL per line; '#' starts a comment.")
+    p.add_argument("--file", help="File with one URL per line ('-': standard input); '#' "
+                   "starts a comment.")
     p.add_argument("--importance", type=importance_weight, default=1.0,
                    help="Importance weight of these URLs, a positive number (default 1).")
     p.add_argument("--window", type=positive_int, default=None, metavar="N",
