@@ -6,6 +6,7 @@ process of its own is the point.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as dt
 import io
@@ -205,3 +206,149 @@ def test_an_unusable_data_dir_names_crawler_data_dir(command: tuple[str, ...],
     result = crawler(*command, CRAWLER_DATA_DIR=str(not_a_dir / "data"))
     assert_usage_error(result, "crawler: ", "CRAWLER_DATA_DIR", "not writable")
     assert "CRAWLER_DATABASE_URL" not in result.stderr
+
+
+def test_watch_window_does_not_blame_a_site_option(db_url: str) -> None:
+    assert crawler("seed", "http://127.0.0.1:8765/a", db_url=db_url).returncode == 0
+    result = crawler("watch", "http://127.0.0.1:8765/a", "--window", "--ignore", "nav",
+                     db_url=db_url)
+    assert_usage_error(result, "crawler: ", "watch --window", "not a windowed site")
+    assert "--site" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [("pause", "--host"), ("remove", "--yes", "--host")],
+                         ids=lambda c: c[0])
+def test_an_unknown_host_points_to_a_command_that_lists_hosts(db_url: str,
+                                                               command: tuple[str, ...]) -> None:
+    result = crawler(*command, "http://127.0.0.99:5", db_url=db_url)
+    assert_usage_error(result, "crawler: ", "unknown host", "crawler export urls")
+    assert "status lists hosts" not in result.stderr
+
+
+def test_importance_names_the_weight_argument(db_url: str) -> None:
+    result = crawler("importance", "http://127.0.0.1:8765/a", "nan", db_url=db_url)
+    assert_usage_error(result, "crawler: argument W: ", "'nan'", "positive")
+
+
+# --- 7. seed files --------------------------------------------------------------------------
+
+
+def test_seed_file_with_a_bom_and_a_duplicate(db_url: str, tmp_path: Path) -> None:
+    seeds = tmp_path / "bom.txt"
+    lines = [f"http://127.0.0.1:8765/p{i}" for i in range(5)] + ["http://127.0.0.1:8765/p2"]
+    seeds.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode() + b"\n")
+    result = crawler("seed", "--file", str(seeds), db_url=db_url)
+    assert result.returncode == 0, result.stderr
+    assert "malformed" not in result.stderr
+    assert "seeded 5 new URLs (0 already known, 0 malformed, 1 duplicate)" in result.stdout
+
+
+def test_seed_file_from_stdin(db_url: str) -> None:
+    text = "http://127.0.0.1:8765/a\n# a comment\nhtp:/x\n"
+    result = crawler("seed", "--file", "-", db_url=db_url, stdin=text)
+    assert result.returncode == 1, result.stderr
+    assert "<stdin>:3: malformed URL 'htp:/x'" in result.stderr
+    assert "seeded 1 new URL (0 already known, 1 malformed)" in result.stdout
+
+
+def test_ctrl_c_after_reading_says_what_was_committed(db_url: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from crawler.core import patterns
+
+    def interrupted(*args: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(patterns, "partition", interrupted)
+    result = crawler("seed", "http://127.0.0.1:8765/a", "http://127.0.0.1:8765/b",
+                     db_url=db_url)
+    assert_usage_error(result, "crawler seed: ", "interrupted after committing 0 of 2 URLs",
+                       "resumable", code=1)
+
+
+# --- 4 and 8. the collection's commands -----------------------------------------------------
+
+T0 = 1_800_000_000.0  # 2027-01-15
+
+
+def _store_versions(db_url: str, warc: Path, url: str, bodies: list[str]) -> None:
+    """Versions of ``url`` a day apart from T0, as the daemon stores them (a WARC record and
+    its index row), with no reason phrase, as some servers send."""
+    import asyncio
+
+    from crawler.db import frontier
+    from crawler.store.base import Capture
+    from crawler.store.collect import insert_stored_record
+    from crawler.store.warc import WarcStore
+
+    store = WarcStore(warc, max_bytes=10**9, writer_name="t")
+    stored = [store.write_response(Capture(
+        url=url, fetched_at=T0 + 86400 * n, status=200, reason="",
+        response_headers=(("Content-Type", "text/html; charset=utf-8"),),
+        payload=f"<html><body><p>{body}</p></body></html>".encode(),
+    )) for n, body in enumerate(bodies)]
+    store.close()
+
+    async def index() -> None:
+        conn = await asyncpg.connect(db_url)
+        try:
+            await frontier.seed(conn, [(url, 1.0)], T0)
+            url_id, host_id = await conn.fetchrow("SELECT id, host_id FROM urls")
+            for n, s in enumerate(stored):
+                at = dt.datetime.fromtimestamp(T0 + 86400 * n, dt.UTC).isoformat()
+                row = {"url_id": url_id, "host_id": host_id, "fetched_at": at,
+                       "record_type": s.record_type, "status": 200, "warc_file": s.file,
+                       "warc_offset": s.offset, "warc_length": s.length,
+                       "record_id": s.record_id, "payload_digest": s.payload_digest,
+                       "payload_bytes": s.payload_bytes, "changed": n > 0, "refers_to": None}
+                await conn.execute(insert_stored_record(), json.dumps(row), None)
+        finally:
+            await conn.close()
+
+    asyncio.run(index())
+
+
+URL = "http://127.0.0.1:8765/page"
+
+
+@pytest.fixture
+def collection(db_url: str, tmp_path: Path) -> dict[str, str]:
+    _store_versions(db_url, tmp_path / "warc", URL, ["first", "second", "third"])
+    return {"db_url": db_url, "CRAWLER_WARC_DIR": str(tmp_path / "warc")}
+
+
+@pytest.mark.parametrize("option", ["--from", "--to"])
+def test_diff_refuses_a_time_before_the_first_version(collection: dict[str, str],
+                                                      option: str) -> None:
+    result = crawler("diff", URL, option, "2020-01-01", **collection)
+    assert_usage_error(result, "no stored version of ", URL, "2020-01-01", option, code=1)
+    assert result.stdout == ""
+
+
+def test_diff_between_stored_times_still_works(collection: dict[str, str]) -> None:
+    result = crawler("diff", URL, "--from", "2027-01-15T12:00", "--to", "2027-01-17T12:00",
+                     **collection)
+    assert result.returncode == 0, result.stderr
+    assert "-first" in result.stdout and "+third" in result.stdout
+
+
+def test_get_headers_says_the_standard_reason_phrase(collection: dict[str, str]) -> None:
+    result = crawler("get", URL, "--headers", **collection)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].startswith("HTTP/1.1 200 OK  (response, ")
+
+
+def test_show_prints_no_python_none(db_url: str) -> None:
+    assert crawler("seed", URL, db_url=db_url).returncode == 0
+    result = crawler("show", URL, db_url=db_url)
+    assert result.returncode == 0, result.stderr
+    assert "None" not in result.stdout
+    assert any(line.split() == ["last_status", "-"] for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize("command", ["get", "diff", "changes", "versions", "watch"])
+def test_help_is_plain_text(command: str) -> None:
+    from crawler.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert "``" not in sub.choices[command].format_help()
