@@ -580,7 +580,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("urls", cmd_urls, "List URLs, paged: any URL by host and state, or a windowed "
                 "site's with depth, membership and times.")
-    p.add_argument("--site", metavar="URL", help="A windowed site (any URL of its origin).")
+    p.add_argument("--site", metavar="URL", help="A windowed site (any URL of its origin); "
+                   "--state, --limit and --offset apply to it too.")
     p.add_argument("--host", metavar="ORIGIN", help="Only this host's URLs.")
     p.add_argument("--state", help="Only URLs in this state (new, active, gone, ...).")
     p.add_argument("--limit", type=positive_int, default=100, help="URLs per page (default 100).")
