@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import re
 import signal
 import sys
@@ -21,7 +22,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from crawler import __version__
 from crawler.commands.errors import PARTIAL, UserError
-from crawler.commands.options import DB_OPTIONS, add_setting
+from crawler.commands.options import (
+    DB_OPTIONS,
+    add_setting,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from crawler.settings import Settings, env_name
 
 if TYPE_CHECKING:
@@ -45,16 +52,6 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
 def newline_if_tty() -> str:
     """End a progress line (drawn only on a terminal) before a message."""
     return "\n" if sys.stderr.isatty() else ""
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
 
 
 def importance_weight(text: str) -> float:
@@ -127,7 +124,7 @@ def read_seed_lines(lines: Sequence[str], source: str) -> tuple[list[str], list[
     good: list[str] = []
     errors: list[str] = []
     for number, raw in enumerate(lines, start=1):
-        line = raw.strip()
+        line = raw.lstrip("\ufeff").strip() if number == 1 else raw.strip()  # a BOM
         if not line or line.startswith("#"):
             continue
         if "#" in line:
@@ -170,7 +167,7 @@ class SeedProgress:
 def check_seed_args(args: argparse.Namespace) -> None:
     if not args.urls and not args.file:
         raise UserError("seed needs at least one URL or --file PATH (see crawler seed --help)")
-    if args.file and not Path(args.file).is_file():
+    if args.file and args.file != "-" and not Path(args.file).is_file():
         raise UserError(f"seed file {args.file} does not exist or is not a file "
                         "(crawler seed --file PATH)")
     if (args.site_include or args.site_exclude) and args.window is None:
@@ -197,6 +194,14 @@ def rejection_summary(rejected: dict[str, int]) -> str:
     return "".join(f", {n} rejected by {label}" for label, n in sorted(rejected.items()))
 
 
+def seed_interrupted(committed: list[int], total: int) -> str:
+    """The line README promises for Ctrl-C during `seed`, whenever it lands after reading."""
+    done = committed[0] + committed[1]
+    return (f"{newline_if_tty()}crawler seed: interrupted after committing {done} of "
+            f"{plural(total, 'URL')} ({committed[0]} new); seeding is resumable: "
+            "run the same command again")
+
+
 def cmd_seed(args: argparse.Namespace) -> int:
     from crawler.db import frontier
     from crawler.db.connect import create_pool
@@ -204,10 +209,15 @@ def cmd_seed(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     try:
         urls, errors = read_seed_lines(args.urls, "argument")
-        if args.file:
+        if args.file == "-":
+            file_urls, file_errors = read_seed_lines(sys.stdin.read().splitlines(), "<stdin>")
+            urls += file_urls
+            errors += file_errors
+        elif args.file:
             path = Path(args.file)
             try:
-                text = path.read_text(errors="replace")
+                # utf-8-sig: a byte-order mark (Windows editors write one) is no part of line 1
+                text = path.read_text(encoding="utf-8-sig", errors="replace")
             except OSError as error:
                 raise UserError(f"cannot read seed file {path}: {error.strerror or error}; "
                                 "check crawler seed --file") from None
@@ -217,23 +227,32 @@ def cmd_seed(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise UserError("seed interrupted while reading its input; nothing was committed",
                         PARTIAL) from None
-    for message in errors:
-        print(message, file=sys.stderr)
-
-    if args.window is not None and len(urls) != 1:
-        print("crawler seed --window takes exactly one root URL", file=sys.stderr)
-        return 2
-    from crawler.core.patterns import partition, rejection
-
-    filters = seed_filters(args, settings)
-    if args.window is not None:
-        reason = rejection(filters, urls[0])
-        if reason is not None:
-            raise UserError(f"the window's root {urls[0]} is rejected by {reason}; "
-                            "change the patterns or the root")
-    urls, rejected = partition(filters, urls)
-    set_patterns = args.site_include is not None or args.site_exclude is not None
+    # A URL given twice (in the file, or as an argument too) is seeded once and counted once,
+    # as a duplicate: otherwise it appeared in no count of the summary.
+    unique = list(dict.fromkeys(urls))
+    duplicates = len(urls) - len(unique)
+    urls = unique
     committed = [0, 0]  # new, already known: what earlier batches committed
+    try:
+        for message in errors:
+            print(message, file=sys.stderr)
+
+        if args.window is not None and len(urls) != 1:
+            print("crawler seed --window takes exactly one root URL", file=sys.stderr)
+            return 2
+        from crawler.core.patterns import partition, rejection
+
+        filters = seed_filters(args, settings)
+        if args.window is not None:
+            reason = rejection(filters, urls[0])
+            if reason is not None:
+                raise UserError(f"the window's root {urls[0]} is rejected by {reason}; "
+                                "change the patterns or the root")
+        urls, rejected = partition(filters, urls)
+    except KeyboardInterrupt:  # read, nothing sent yet: the documented line, not a bare one
+        print(seed_interrupted(committed, len(urls)), file=sys.stderr)
+        return PARTIAL
+    set_patterns = args.site_include is not None or args.site_exclude is not None
 
     async def go() -> frontier.SeedResult:
         pool = await create_pool(resolve_url(settings))
@@ -318,13 +337,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
         raise UserError(f"seed: {collision}; {done} of {plural(len(urls), 'URL')} were "
                         "committed before it") from collision
     except KeyboardInterrupt:
-        done = committed[0] + committed[1]
-        print(f"{newline_if_tty()}crawler seed: interrupted after committing {done} of "
-              f"{plural(len(urls), 'URL')} ({committed[0]} new); seeding is resumable: "
-              "run the same command again", file=sys.stderr)
+        print(seed_interrupted(committed, len(urls)), file=sys.stderr)
         return PARTIAL
+    repeated = f", {plural(duplicates, 'duplicate')}" if duplicates else ""
     print(f"seeded {plural(result.inserted, 'new URL')} ({result.already_known} already known, "
-          f"{len(errors)} malformed{rejection_summary(rejected)})")
+          f"{len(errors)} malformed{repeated}{rejection_summary(rejected)})")
     return PARTIAL if errors else 0
 
 
@@ -369,25 +386,35 @@ def cmd_sites(args: argparse.Namespace) -> int:
 
 def cmd_urls(args: argparse.Namespace) -> int:
     """A windowed site's URLs (--site), or any URLs by host and state, one page at a time."""
+    from crawler.db.schema import URL_STATES
+
+    if args.state is not None and args.state not in URL_STATES:
+        raise UserError(f"--state {args.state!r} is not a URL state; states: "
+                        + ", ".join(URL_STATES))
     if args.site is not None:
+        if args.host is not None:
+            raise UserError("urls: --site already names one host; give --site or --host, "
+                            "not both")
         from crawler.commands.windows import resolve_site
         from crawler.db.windows import site_urls
 
         async def fetch(conn: Any) -> Any:
             return await site_urls(conn, await resolve_site(conn, args.site))
 
-        urls = _with_conn(load_settings(args), fetch)
+        # The site's query has no paging of its own (it lives in queries.sql): filter and
+        # page its rows, which come in a stable order (depth, then id), here.
+        rows = _with_conn(load_settings(args), fetch)
+        if args.state is not None:
+            rows = [r for r in rows if r["state"] == args.state]
+        urls = rows[args.offset : args.offset + args.limit]
         columns: tuple[str, ...] = ("url", "depth", "in_window", "status", "entered_at",
                                     "left_at")
+        more = len(rows) > args.offset + args.limit
     else:
         from crawler.commands.hosts import host_origin
         from crawler.db.frontier import to_iso
         from crawler.db.queries import QUERIES
-        from crawler.db.schema import URL_STATES
 
-        if args.state is not None and args.state not in URL_STATES:
-            raise UserError(f"--state {args.state!r} is not a URL state; states: "
-                            + ", ".join(URL_STATES))
         origin = host_origin(args.host) if args.host else None
 
         async def page(conn: Any) -> Any:
@@ -399,8 +426,9 @@ def cmd_urls(args: argparse.Namespace) -> int:
         urls = _with_conn(load_settings(args), page)
         columns = ("url", "state", "importance", "last_status", "last_fetched_at",
                    "next_fetch_at")
-        if len(urls) == args.limit:
-            print(f"more: crawler urls ... --offset {args.offset + args.limit}", file=sys.stderr)
+        more = len(urls) == args.limit
+    if more:
+        print(f"more: crawler urls ... --offset {args.offset + args.limit}", file=sys.stderr)
     if args.json:
         print(json.dumps(urls, indent=2))
     else:
@@ -525,7 +553,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("seed", cmd_seed, "Add URLs to the frontier (malformed ones are reported).")
     p.set_defaults(check=check_seed_args)
     p.add_argument("urls", nargs="*", metavar="URL")
-    p.add_argument("--file", help="File with one URL per line; '#' starts a comment.")
+    p.add_argument("--file", help="File with one URL per line ('-': standard input); '#' "
+                   "starts a comment.")
     p.add_argument("--importance", type=importance_weight, default=1.0,
                    help="Importance weight of these URLs, a positive number (default 1).")
     p.add_argument("--window", type=positive_int, default=None, metavar="N",
@@ -551,11 +580,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("urls", cmd_urls, "List URLs, paged: any URL by host and state, or a windowed "
                 "site's with depth, membership and times.")
-    p.add_argument("--site", metavar="URL", help="A windowed site (any URL of its origin).")
+    p.add_argument("--site", metavar="URL", help="A windowed site (any URL of its origin); "
+                   "--state, --limit and --offset apply to it too.")
     p.add_argument("--host", metavar="ORIGIN", help="Only this host's URLs.")
     p.add_argument("--state", help="Only URLs in this state (new, active, gone, ...).")
     p.add_argument("--limit", type=positive_int, default=100, help="URLs per page (default 100).")
-    p.add_argument("--offset", type=int, default=0, help="URLs skipped (the next page).")
+    p.add_argument("--offset", type=non_negative_int, default=0,
+                   help="URLs skipped (the next page).")
     p.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     p = command("status", cmd_status, "Summary of the frontier and recent fetching.")
@@ -563,7 +594,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("show", cmd_show, "One URL's row and its observations, newest first.")
     p.add_argument("url", metavar="URL")
-    p.add_argument("--limit", type=int, default=50, help="Observations shown (default 50).")
+    p.add_argument("--limit", type=non_negative_int, default=50,
+                   help="Observations shown (default 50).")
     p.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     daemon_settings = [f for f in Settings.model_fields if f not in ("log_level", "log_json")]
@@ -571,15 +603,16 @@ def build_parser() -> argparse.ArgumentParser:
                 settings=daemon_settings)
     # Its own database checks, interruptible by a signal (crawler.daemon.run._start).
     p.set_defaults(check=check_run_dirs, needs_db=None)
-    p.add_argument("--duration", type=float, default=None,
+    p.add_argument("--duration", type=positive_float, default=None,
                    help="Stop by itself after this many seconds.")
 
     p = command("demo", cmd_demo,
                 "Serve the synthetic demo web on loopback, seed it and crawl it, with progress.",
                 settings=daemon_settings)
-    p.add_argument("--sites", type=int, default=5, help="Demo sites (default 5).")
-    p.add_argument("--pages", type=int, default=20, help="Pages per site (default 20).")
-    p.add_argument("--duration", type=float, default=None, help="Stop after this many seconds.")
+    p.add_argument("--sites", type=positive_int, default=5, help="Demo sites (default 5).")
+    p.add_argument("--pages", type=positive_int, default=20, help="Pages per site (default 20).")
+    p.add_argument("--duration", type=positive_float, default=None,
+                   help="Stop after this many seconds.")
     p.set_defaults(needs_db=None)  # it migrates its own database
 
     for module in (
@@ -588,6 +621,32 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         __import__(f"crawler.commands.{module}", fromlist=["register"]).register(sub)
     return parser
+
+
+READER_GONE = 128 + signal.SIGPIPE  # 141: what a shell reports for a filter SIGPIPE killed
+
+
+def closed_pipe(error: BaseException) -> bool:
+    """Whether ``error`` is, or was caused by, writing to a pipe its reader closed."""
+    seen: set[int] = set()
+    item: BaseException | None = error
+    while item is not None and id(item) not in seen:
+        if isinstance(item, BrokenPipeError):
+            return True
+        seen.add(id(item))
+        item = item.__cause__ or item.__context__
+    return False
+
+
+def reader_gone() -> int:
+    """The reader of our output closed it (``crawler export urls | head -1``): not an error
+    of the database or of the command, so nothing is said; the rest of the output goes to
+    /dev/null (the Python docs' recipe), so the flush at exit cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):  # stdout may be no file (a test's StringIO)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return READER_GONE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -619,7 +678,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if needs:
             preflight(resolve_url(settings), need_schema=needs == "schema")
         code: int = args.func(args)
+        sys.stdout.flush()  # a reader gone shows here, not as a warning at exit
         return code
+    except BrokenPipeError:
+        return reader_gone()
     except UserError as error:
         print(f"crawler: {error.message}", file=sys.stderr)
         return error.code
@@ -627,6 +689,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{newline_if_tty()}crawler: interrupted", file=sys.stderr)
         return PARTIAL
     except Exception as exc:
+        if closed_pipe(exc):
+            return reader_gone()
         problem = unexpected_database_error(exc, settings)
         if problem is None:
             raise

@@ -215,8 +215,13 @@ def site_patterns_shown(row: asyncpg.Record) -> str | None:
     return f"{patterns} (window of {row['site_root_url']})"
 
 
+def _shown(value: Any) -> str:
+    """A cell of `crawler show`: '-' for no value, as the other tables print it (not None)."""
+    return "-" if value is None else str(value)
+
+
 def render_url(shown: dict[str, Any]) -> str:
-    lines = [f"{k:<24} {shown[k]}" for k in (*URL_FIELDS, "region")]
+    lines = [f"{k:<24} {_shown(shown[k])}" for k in (*URL_FIELDS, "region")]
     if shown.get("site_patterns") is not None:
         lines.append(f"{'site_patterns':<24} {shown['site_patterns']}")
     lines.append("")
@@ -224,8 +229,8 @@ def render_url(shown: dict[str, Any]) -> str:
                  f"{'dist':>4} changed")
     for o in shown["observations"]:
         lines.append(
-            f"{o['fetched_at']:<33} {o['outcome']:<13} {o['status'] or '-':>6} {o['bytes']:>8} "
-            f"{'-' if o['simhash_distance'] is None else o['simhash_distance']:>4} "
-            f"{'-' if o['changed'] is None else o['changed']}"
+            f"{o['fetched_at']:<33} {o['outcome']:<13} {_shown(o['status']):>6} "
+            f"{_shown(o['bytes']):>8} {_shown(o['simhash_distance']):>4} "
+            f"{_shown(o['changed'])}"
         )
     return "\n".join(lines)

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from crawler.commands.collection_args import add_options, parse_time, with_conn
+from crawler.commands.options import plain, positive_int
 
 
 def encode_cursor(fetched_at: dt.datetime, event_id: int) -> str:
@@ -29,17 +30,18 @@ def decode_cursor(value: str) -> tuple[dt.datetime, int]:
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("changes", help="Change events since a time.",
-                                   description=__doc__)
+                                   description=plain(__doc__))
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--since", type=parse_time, default=None, metavar="TIME",
                        help="Events fetched after TIME (ISO 8601 or POSIX seconds).")
     where.add_argument("--after", type=decode_cursor, default=None, metavar="CURSOR",
                        help="Continue after the cursor a previous page printed.")
-    parser.add_argument("--limit", type=int, default=100, help="Events per page (default 100).")
+    parser.add_argument("--limit", type=positive_int, default=100,
+                        help="Events per page (default 100).")
     parser.add_argument("--json", action="store_true",
                         help="One JSON object: events and next_cursor.")
     add_options(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, needs_db="schema")
 
 
 def run(args: argparse.Namespace) -> int:

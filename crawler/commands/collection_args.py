@@ -45,7 +45,7 @@ def add_url_command(
     if arguments is not None:
         arguments(parser)
     add_options(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, needs_db="schema")
 
 
 def stored_versions(args: argparse.Namespace) -> tuple[str, list[Version], Region]:
@@ -84,10 +84,15 @@ def parse_time(value: str) -> dt.datetime:
 
 
 def with_conn(args: argparse.Namespace, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-    from crawler.db.connect import connect, database_url
+    from crawler.cli import resolve_url
+    from crawler.db.connect import connect
+
+    # resolve_url, not database_url: a data directory or server that cannot be used is one
+    # line naming the setting, not a traceback.
+    url = resolve_url(settings_of(args))
 
     async def go() -> T:
-        conn = await connect(database_url(settings_of(args)))
+        conn = await connect(url)
         try:
             return await fn(conn)
         finally:

@@ -16,11 +16,12 @@ from crawler.commands.collection_args import (
     store_root,
     stored_versions,
 )
+from crawler.commands.options import plain
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     add_url_command(subparsers, "diff", help="Diff the visible text of two versions.",
-                    description=__doc__, run=run, arguments=_arguments)
+                    description=plain(__doc__), run=run, arguments=_arguments)
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +51,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         new_at = version_at(pages, args.to_time)
         old_at = version_at(pages, args.from_time) if args.from_time else None
+        # A time before the first version names none: say so, as `get --at` does, rather
+        # than quietly comparing other versions than the ones asked for.
+        for option, when, found in (("--from", args.from_time, old_at),
+                                    ("--to", args.to_time, new_at)):
+            if when is not None and found is None:
+                print(f"no stored version of {url} at {when.isoformat()} ({option})",
+                      file=sys.stderr)
+                return 1
         if old_at is None and new_at is not None:
             earlier = [v for v in pages if v.fetched_at < new_at.fetched_at]
             old_at = earlier[-1] if earlier else None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import tempfile
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -163,6 +165,17 @@ def preflight(url: str, *, need_schema: bool = True) -> None:
     _run_blocking(_check(url, need_schema))
 
 
+def data_dir_problem(data_dir: Path) -> str | None:
+    """Why the embedded server cannot live under ``data_dir``, or None when it can."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=data_dir):
+            pass
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
 def resolve_database(settings: Settings) -> str:
     """The database URL, the embedded server started if need be; one line if that fails."""
     from crawler.db.connect import database_url
@@ -172,6 +185,12 @@ def resolve_database(settings: Settings) -> str:
     except UserError:
         raise
     except Exception as error:
+        if settings.database_url is None:
+            unusable = data_dir_problem(settings.data_dir)
+            if unusable is not None:  # not the database: the place the server would live
+                raise UserError(f"the directory {settings.data_dir} is not writable "
+                                f"({unusable}); set {_setting_name('data_dir')} to a "
+                                "writable directory") from None
         target = describe_target(settings.database_url)
         problem = database_error(error, target)
         if problem is not None:

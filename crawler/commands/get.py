@@ -9,6 +9,7 @@ only, when it has one), ``--headers`` the HTTP status and headers.
 from __future__ import annotations
 
 import argparse
+import http
 import sys
 from typing import Any
 
@@ -18,11 +19,12 @@ from crawler.commands.collection_args import (
     store_root,
     stored_versions,
 )
+from crawler.commands.options import plain
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     add_url_command(subparsers, "get", help="Print a URL's version current at a time.",
-                    description=__doc__, run=run, arguments=_arguments)
+                    description=plain(__doc__), run=run, arguments=_arguments)
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +35,17 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     shown.add_argument("--headers", action="store_true", help="The HTTP status and headers.")
     shown.add_argument("--raw", action="store_true",
                        help="The body as received and stored (Content-Encoding still applied).")
+
+
+def status_line(status: int | None) -> str:
+    """``HTTP/1.1 200 OK``: the record read back keeps no reason phrase, so the standard one
+    (none for a code HTTP does not define, '-' for no status at all)."""
+    if status is None:
+        return "HTTP/1.1 -"
+    try:
+        return f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP/1.1 {status}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.headers:
         record = body.record
-        print(f"HTTP/1.1 {record.status}  ({record.record_type}, {version.fetched_at})")
+        print(f"{status_line(record.status)}  ({record.record_type}, {version.fetched_at})")
         for name, value in record.http_headers:
             print(f"{name}: {value}")
         return 0

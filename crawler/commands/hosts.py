@@ -13,6 +13,9 @@ from typing import Any
 from crawler.commands.errors import UserError
 from crawler.commands.options import add_common_options
 
+# Where the known hosts are (status only counts them): the URLs, each with its origin.
+KNOWN_HOSTS = "crawler export urls --format csv lists every known URL with its origin"
+
 
 def host_origin(text: str) -> str:
     """The origin (scheme://host[:port]) a user's spelling of a host names."""
@@ -42,8 +45,7 @@ def _run(args: argparse.Namespace, paused: bool) -> int:
 
     origin = host_origin(args.host)
     if not asyncio.run(set_paused(resolve_url(load_settings(args)), origin, paused)):
-        raise UserError(f"unknown host {origin}: seed one of its URLs first "
-                        "(crawler status lists hosts)")
+        raise UserError(f"unknown host {origin}: seed one of its URLs first; {KNOWN_HOSTS}")
     said = "paused: none of its URLs is fetched until crawler resume --host" if paused \
         else "resumed"
     print(f"host {origin} {said}")

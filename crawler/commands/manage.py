@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.commands.errors import PARTIAL, UserError
+from crawler.commands.hosts import KNOWN_HOSTS
 from crawler.commands.options import add_common_options
 
 
@@ -54,7 +55,8 @@ def read_weights(args: argparse.Namespace) -> list[tuple[str, float]]:
     if args.url is not None:
         if args.weight is None:
             raise UserError("importance needs a weight: crawler importance URL W")
-        pairs.append((_normalized(args.url, "argument"), _weight(args.weight, "argument")))
+        # Named as argparse names a positional argument (it said only "argument").
+        pairs.append((_normalized(args.url, "argument URL"), _weight(args.weight, "argument W")))
     if args.file:
         for number, line in _lines(args.file):
             parts = re.split(r"\s*,\s*|\s+", line)
@@ -111,7 +113,7 @@ async def _remove(url: str, urls: list[str], host: str | None, confirm: Any) -> 
             if host is not None:
                 count = int(await conn.fetchval(QUERIES["host_url_count"], host))
                 if await conn.fetchval(QUERIES["remove_host"], host) is None:
-                    raise UserError(f"unknown host {host} (crawler status lists hosts)")
+                    raise UserError(f"unknown host {host}; {KNOWN_HOSTS}")
                 if not confirm(host, count):
                     raise UserError(f"nothing removed: host {host} kept", PARTIAL)
                 removed += count
@@ -149,7 +151,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     from crawler.cli import load_settings, plural, resolve_url
     from crawler.commands.hosts import host_origin
 
-    urls = [_normalized(u, "argument") for u in args.urls]
+    urls = [_normalized(u, "argument URL") for u in args.urls]
     if args.file:
         urls += [_normalized(line, f"{args.file}:{n}") for n, line in _lines(args.file)]
     host = host_origin(args.host) if args.host else None

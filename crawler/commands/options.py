@@ -3,11 +3,75 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from crawler.settings import Settings, env_name
 
 DB_OPTIONS = ("database_url", "data_dir")
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def positive_int(text: str) -> int:
+    """A count that must be at least 1 (a page size: LIMIT 0 would page forever)."""
+    value = _whole(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An offset or a random seed: SQL OFFSET and numpy refuse a negative one with a
+    traceback, so argparse refuses it first (one line, exit 2)."""
+    value = _whole(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number above 0 (a duration, a number of days)."""
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number, 0 or more."""
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A share between 0 and 1 inclusive."""
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
+    return value
+
+
+def plain(doc: str | None) -> str | None:
+    """A module docstring as --help text: RST's double backquotes are noise in a terminal."""
+    return None if doc is None else doc.replace("``", "")
 
 
 def add_setting(parser: argparse.ArgumentParser, field: str, **kwargs: Any) -> None:

@@ -6,9 +6,18 @@ import argparse
 import json
 from dataclasses import asdict
 
+from crawler.commands.options import (
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from crawler.sim.policies import POLICIES
 from crawler.sim.populations import POPULATIONS
 from crawler.sim.simulator import SimulationResult, build_population, simulate
+
+WARMUP_DAYS = 360.0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,25 +31,39 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--policy", choices=[*POLICIES, "all"], default="all", help="one policy, or all"
     )
-    parser.add_argument("--pages", type=int, default=20_000)
-    parser.add_argument("--days", type=float, default=720.0)
+    parser.add_argument("--pages", type=positive_int, default=20_000,
+                        help="pages in the population (default 20000)")
+    parser.add_argument("--days", type=positive_float, default=720.0,
+                        help="virtual days simulated, warm-up included (default 720)")
     parser.add_argument(
         "--mean-interval",
-        type=float,
+        type=positive_float,
         default=30.0,
         help="average days between fetches of a page: the budget is pages / this per day",
     )
-    parser.add_argument("--warmup-days", type=float, default=360.0, help="excluded from averages")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--beta-days", type=float, default=1.0, help="grace of β-currency")
+    parser.add_argument("--warmup-days", type=non_negative_float, default=WARMUP_DAYS,
+                        help=f"excluded from averages, less than --days (default {WARMUP_DAYS:g})")
+    # numpy's generators refuse a negative seed with a traceback
+    parser.add_argument("--seed", type=non_negative_int, default=1,
+                        help="random seed, 0 or more (default 1)")
+    parser.add_argument("--beta-days", type=positive_float, default=1.0,
+                        help="grace of β-currency, above 0 (default 1)")
     parser.add_argument(
         "--last-modified-share",
-        type=float,
+        type=fraction,
         default=0.0,
         help="share of pages that send a truthful Last-Modified (0 to 1)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per policy per line")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, check=lambda args: check(parser, args))
+
+
+def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What one option's type cannot see: a usage error (`crawler simulate: ...`, exit 2)."""
+    if args.warmup_days >= args.days:
+        default = " (the default)" if args.warmup_days == WARMUP_DAYS else ""
+        parser.error(f"--warmup-days {args.warmup_days:g}{default} must be less than "
+                     f"--days {args.days:g}: lower --warmup-days or raise --days")
 
 
 def _table(results: list[SimulationResult]) -> str:
@@ -55,12 +78,6 @@ def _table(results: list[SimulationResult]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.pages <= 0 or args.days <= 0 or args.mean_interval <= 0:
-        raise SystemExit("--pages, --days and --mean-interval must be positive")
-    if not 0 <= args.warmup_days < args.days:
-        raise SystemExit("--warmup-days must be in [0, --days)")
-    if not 0.0 <= args.last_modified_share <= 1.0:
-        raise SystemExit("--last-modified-share must be in [0, 1]")
     names = list(POLICIES) if args.policy == "all" else [args.policy]
     population = build_population(args.population, args.pages, args.days, args.seed)
     budget_per_day = args.pages / args.mean_interval

@@ -8,11 +8,13 @@ import sys
 from typing import Any
 
 from crawler.commands.collection_args import add_url_command, stored_versions
+from crawler.commands.options import plain
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     add_url_command(
-        subparsers, "versions", help="A URL's stored versions.", description=__doc__, run=run,
+        subparsers, "versions", help="A URL's stored versions.", description=plain(__doc__),
+        run=run,
         arguments=lambda parser: parser.add_argument(
             "--json", action="store_true", help="Machine-readable output."
         ),

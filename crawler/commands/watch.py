@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 
 from crawler.commands.errors import UserError
+from crawler.commands.options import plain
 from crawler.core.region import Region, SelectorError, checked_selector
 from crawler.db.queries import QUERIES
 from crawler.status import region_shown
@@ -83,7 +84,7 @@ async def _watch(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
         raise UserError(f"{args.url!r} is not a URL (crawler watch URL)")
     row = await conn.fetchrow(QUERIES["url_region"], url)
     if args.window:
-        root = await resolve_site(conn, url)
+        root = await resolve_site(conn, url, f"watch --window: the site of {url}")
         site = await conn.fetchrow(QUERIES["url_region"], root)
         old = Region(site["site_watch_css"], site["site_ignore_css"]) if site else Region()
         if not (wanted(args) or args.clear):
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     text = "Show or change the watched region of a URL (or, with --window, of its site)."
-    parser = subparsers.add_parser("watch", help=text, description=__doc__,
+    parser = subparsers.add_parser("watch", help=text, description=plain(__doc__),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("url", metavar="URL")
     add_region_options(parser, "this URL")

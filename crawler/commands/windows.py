@@ -20,8 +20,11 @@ def site_origin(text: str) -> str | None:
     return None if normalized is None else origin_of(normalized)
 
 
-async def resolve_site(conn: asyncpg.Connection, text: str) -> str:
-    """The root URL of the windowed site ``text`` names; an error listing the known ones."""
+async def resolve_site(conn: asyncpg.Connection, text: str, named: str | None = None) -> str:
+    """The root URL of the windowed site ``text`` names; an error listing the known ones.
+
+    ``named``: how the error names ``text`` (default ``--site 'TEXT'``, the option that gave
+    it; `watch --window` has no --site)."""
     sites = await conn.fetch(QUERIES["list_sites"])
     origin = site_origin(text)
     for site in sites:
@@ -29,7 +32,8 @@ async def resolve_site(conn: asyncpg.Connection, text: str) -> str:
             return str(site["root_url"])
     known = ", ".join(origin_of(s["root_url"]) for s in sites) or "none (seed one with --window)"
     what = "not a site URL" if origin is None else "not a windowed site"
-    raise UserError(f"--site {text!r} is {what}; known sites: {known}")
+    named = f"--site {text!r}" if named is None else named
+    raise UserError(f"{named} is {what}; known sites: {known}")
 
 
 async def window_of_origin(conn: asyncpg.Connection, root_url: str) -> asyncpg.Record | None:
