@@ -143,6 +143,21 @@ replace_record = _compile_replace_record()
 
 
 @dataclass(frozen=True, slots=True)
+class Exchange:
+    """One redirect answer (3xx) as received: stored as its own WARC record under ``url``,
+    the URI actually requested, so that an archive never shows the target's content there."""
+
+    url: str  # the URI requested at this hop
+    status: int
+    reason: str
+    headers: tuple[tuple[str, str], ...]
+    location: str  # the absolute target (Location resolved against ``url``)
+    body: bytes = b""  # decoded (Content-Encoding undone), capped like any body
+    wire_body: bytes | None = None  # as received, when an encoding was undone
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class FetchResult:
     """What one request returned, before any interpretation."""
 
@@ -164,6 +179,15 @@ class FetchResult:
     # The entity body as received, Content-Encoding still applied (what a WARC response
     # record stores); None when ``body`` is exactly that (no encoding) or was cut short.
     wire_body: bytes | None = None
+    # The redirects followed, in order; the fields above are the final response's, from
+    # ``final_url`` (None: the URL requested, when there was no redirect).
+    redirects: tuple[Exchange, ...] = ()
+    final_url: str | None = None
+
+    @property
+    def answered_status(self) -> int | None:
+        """The status the URL requested answered with: its redirect's 3xx, if it had one."""
+        return self.redirects[0].status if self.redirects else self.status
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,7 +129,7 @@ def observe(
     return Observation(
         fetched_at=result.fetched_at,
         outcome=result.outcome,
-        status=result.status,
+        status=result.answered_status,  # a redirected URL answered its 3xx, not the target's
         size_bytes=len(result.body),
         duration_seconds=result.duration_seconds,
         simhash=simhash,

@@ -205,10 +205,12 @@ def transition(
       rechecked then).
 
     A permanent redirect followed to content is recorded on this URL as the redirect itself,
-    and its target is returned in ``seed``.
+    and its target is returned in ``seed``. A temporary one keeps the content it led to as
+    this URL's version; either way the observation's status is the 3xx the URL answered.
     """
     target = normalize_url(result.redirect_to) if result.redirect_to else None
     permanent = target is not None and result.outcome in CONTENT_OUTCOMES
+    followed = normalize_url(result.redirects[0].location) if result.redirects else None
     if permanent:
         result = as_permanent_redirect(result)
     page = None
@@ -250,7 +252,9 @@ def transition(
         observation=obs,
         schedule=schedule,
         host=host_update(host, result, config.breaker, now=now, rng_value=rng_value),
-        redirect_to=target if permanent else result.redirect_to,
+        # A temporary redirect's content is this URL's version, but the row says where the
+        # URL pointed (as it shows the 3xx it answered).
+        redirect_to=target if permanent else result.redirect_to or followed,
         # A permanent redirect's target is seeded only if the global URL patterns pass it.
         seed=target if permanent and config.url_filter.rejection(target or "") is None
         else None,

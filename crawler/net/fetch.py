@@ -1,7 +1,9 @@
 """The HTTP edge: one request, bounded in time and size, turned into a ``FetchResult``.
 
 Redirects are followed here, hop by hop (at most ``max_redirects``, http and https only, no
-loops), so that every hop passes the same checks. Every limit a hostile server can push
+loops), so that every hop passes the same checks. Each 3xx answer is kept as received (status,
+headers, body under the same caps) in ``FetchResult.redirects``, for the collection to store
+every exchange under the URI that answered it. Every limit a hostile server can push
 against is enforced here and reported as a labelled ``error_kind``:
 
 - time: connect (``timeout_connect``), first byte and every later silence
@@ -295,10 +297,11 @@ async def _attempt(
     started: float,
     fetched_at: float,
 ) -> FetchResult:
-    state: dict[str, Any] = {"phase": "connect", "permanent_target": None}
+    state: dict[str, Any] = {"phase": "connect", "permanent_target": None, "redirects": []}
 
     def result(outcome: model.Outcome, **fields: Any) -> FetchResult:
         fields.setdefault("redirect_to", state["permanent_target"])
+        fields.setdefault("redirects", tuple(state["redirects"]))
         return FetchResult(
             fetched_at=fetched_at,
             duration_seconds=time.monotonic() - started,
@@ -390,11 +393,33 @@ async def _follow(
                     return result(
                         model.HTTP_ERROR, status=status, error_kind="redirect_loop"
                     )
+                state["redirects"].append(await _redirect_exchange(
+                    response, url, target, limits, decode=not session.auto_decompress
+                ))
                 url, headers = target, {}
                 continue
             outcome, fields = await _interpret(response, limits, decode=not session.auto_decompress)
-            return result(outcome, **fields)
+            return result(outcome, final_url=url, **fields)
     return result(model.HTTP_ERROR, error_kind="too_many_redirects")
+
+
+async def _redirect_exchange(
+    response: aiohttp.ClientResponse, url: str, target: str, limits: FetchLimits, *,
+    decode: bool,
+) -> model.Exchange:
+    """A redirect answer as received, its (small) body read under the same caps as a page's,
+    so that the collection stores the exchange that really happened at ``url``."""
+    try:
+        body = await _read_body(response, limits.max_body_bytes, decode)
+    except (UnsupportedEncoding, DecodeError, aiohttp.ClientPayloadError):
+        # The redirect still holds (it was followed before its body was ever read); only
+        # its body is not kept. A broken body closes the connection on release.
+        body = _Body(truncated=True)
+    return model.Exchange(
+        url=url, status=response.status, reason=response.reason or "",
+        headers=tuple(response.headers.items()), location=target,
+        body=body.data, wire_body=body.wire, truncated=body.truncated,
+    )
 
 
 async def _interpret(

@@ -5,7 +5,15 @@ to the OS) and returns a ``CollectionWrite`` whose ``apply`` inserts the index
 row and the change event inside that transaction. Stored: 200s (a response, or a revisit
 when the payload is byte-identical to the URL's last stored response), 304s (a revisit) and
 404/410s (a response without body: the page is gone). Nothing is stored for a fetch that got
-no response, an error status, a permanent redirect or a robots.txt refusal.
+no response, an error status or a robots.txt refusal.
+
+Redirects: every exchange is a record of its own under the URI actually requested, as
+Heritrix and warcio's capture_http write them, so that replay never serves a target's content
+under the URI that redirected. A permanent redirect stores its 3xx exchange alone (indexed:
+it is the URL's version now); its target, seeded as a URL of its own, is stored by its own
+fetches. A temporary redirect stores each 3xx exchange, then the final answer under the final
+URI; that last record is the URL's indexed version (the content it leads to is what the
+crawler watches for it).
 
 A 304 for a URL with no stored original (the collection was enabled after the URL was last
 fetched in full, or the original's file was archived or deleted) stores nothing: a revisit
@@ -27,7 +35,7 @@ from typing import Any
 import asyncpg
 
 from crawler.core.events import event_payload
-from crawler.core.model import GONE, NOT_MODIFIED, OK, FetchResult, UrlRecord
+from crawler.core.model import GONE, NOT_MODIFIED, OK, REDIRECT, Exchange, FetchResult, UrlRecord
 from crawler.core.region import Region
 from crawler.core.textdiff import LineChanges, line_changes, text_lines
 from crawler.core.transition import ChangeKind, Transition
@@ -177,6 +185,8 @@ class Collection:
     async def prepare(self, t: Transition, result: FetchResult) -> CollectionWrite | None:
         """Write the fetch's record (flushed) and return the rows to commit with it."""
         record, obs, change = t.before, t.observation, t.event
+        if obs.outcome == REDIRECT and result.redirects:
+            return await self._prepare_redirect(t, result)
         if obs.outcome not in STORED_OUTCOMES or result.status is None:
             return None
         original: LastResponse | None = None
@@ -189,6 +199,8 @@ class Collection:
         stored: StoredRecord | None = None
         lines: LineChanges | None = None
         unconditional = False
+        if self.store is not None and result.redirects:
+            await self._write_redirects(record, result.redirects, result.fetched_at)
         if self.store is not None and (obs.outcome != NOT_MODIFIED or original is not None):
             capture = self._capture(record, result)
             stored, lines = await self.store.run(
@@ -213,7 +225,8 @@ class Collection:
                 self.metrics.event_queued(change.kind)
             event = event_payload(
                 kind=change.kind, url=change.url,
-                fetched_at_iso=_at(change.fetched_at).isoformat(), status=obs.status,
+                # The status of the version the event points at (a redirect's target's).
+                fetched_at_iso=_at(change.fetched_at).isoformat(), status=result.status,
                 previous_simhash=change.previous_simhash, simhash=change.new_simhash,
                 distance=change.distance, lines=lines,
                 warc_file=stored.file if stored else None,
@@ -224,22 +237,65 @@ class Collection:
             refers_to = original.record_id
         if stored is None and event is None and not unconditional:
             return None
-        return CollectionWrite(record.url_id, obs.fetched_at, obs.status, obs.changed, stored,
-                               refers_to, None if change is None else str(change.kind), event,
-                               unconditional, record.host_id)
+        # The index row's status is its record's: after a temporary redirect, the final one.
+        return CollectionWrite(record.url_id, obs.fetched_at, result.status, obs.changed,
+                               stored, refers_to, None if change is None else str(change.kind),
+                               event, unconditional, record.host_id)
 
-    def _capture(self, record: UrlRecord, result: FetchResult) -> Capture:
+    async def _prepare_redirect(self, t: Transition, result: FetchResult) -> CollectionWrite | None:
+        """A permanent redirect: its 3xx exchange, under the URL, is the URL's version now.
+        Not a change of the page (no event); the target's content is its own URL's."""
+        record, obs = t.before, t.observation
+        if self.store is None:
+            return None
+        hop = result.redirects[0]
+        stored = (await self._write_redirects(record, (hop,), result.fetched_at))[0]
+        self._last.pop(record.url_id, None)  # the newest stored response is this one now
+        return CollectionWrite(record.url_id, obs.fetched_at, hop.status, None, stored, None,
+                               None, None, False, record.host_id)
+
+    async def _write_redirects(
+        self, record: UrlRecord, hops: tuple[Exchange, ...], fetched_at: float
+    ) -> list[StoredRecord]:
+        """Each redirect exchange as a response (and request) record under its own URI."""
+        assert self.store is not None
+        captures = [
+            self._hop_capture(record, hop, n == 0, fetched_at) for n, hop in enumerate(hops)
+        ]
+        stored = await self.store.run(lambda store: [store.write_response(c) for c in captures])
+        if self.metrics is not None:
+            for one in stored:
+                self.metrics.stored(one.record_type, one.length)
+        return stored
+
+    def _request_headers(self, record: UrlRecord, first: bool) -> tuple[tuple[str, str], ...]:
+        """The headers a request carried: validators go only with the URL's own request."""
         from crawler.net.fetch import conditional_headers
 
-        request_headers = tuple(conditional_headers(record).items())
+        request_headers = tuple(conditional_headers(record).items()) if first else ()
         if self.user_agent:
             request_headers = (("User-Agent", self.user_agent), *request_headers)
+        return request_headers
+
+    def _hop_capture(
+        self, record: UrlRecord, hop: Exchange, first: bool, fetched_at: float
+    ) -> Capture:
+        return Capture(
+            url=hop.url, fetched_at=fetched_at, status=hop.status,
+            reason=hop.reason, response_headers=hop.headers, payload=hop.body,
+            request_headers=self._request_headers(record, first), truncated=hop.truncated,
+            wire_payload=hop.wire_body,
+        )
+
+    def _capture(self, record: UrlRecord, result: FetchResult) -> Capture:
         assert result.status is not None
         return Capture(
-            url=record.url, fetched_at=result.fetched_at, status=result.status,
+            url=result.final_url or record.url, fetched_at=result.fetched_at,
+            status=result.status,
             reason=result.reason, response_headers=result.headers, payload=result.body,
-            request_headers=request_headers, truncated=result.truncated,
-            body_read=result.outcome == OK, wire_payload=result.wire_body,
+            request_headers=self._request_headers(record, not result.redirects),
+            truncated=result.truncated, body_read=result.outcome == OK,
+            wire_payload=result.wire_body,
         )
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
-from crawler.core.model import FetchResult, Outcome, UrlRecord, UrlState
+from crawler.core.model import Exchange, FetchResult, Outcome, UrlRecord, UrlState
 from crawler.core.transition import (
     ChangeKind,
     HostContext,
@@ -101,6 +101,24 @@ def test_a_permanent_redirect_is_recorded_as_such_and_seeds_its_target() -> None
     assert t.seed == t.redirect_to == "http://a.test/new"
     assert t.window is None
     assert t.schedule.next_fetch_at == NOW + CONFIG.schedule.max_interval_seconds
+
+
+def hop(status: int, url: str, location: str) -> Exchange:
+    return Exchange(url=url, status=status, reason="Moved", headers=(("Location", location),),
+                    location=location, body=b"moved")
+
+
+def test_a_redirected_url_shows_the_3xx_it_answered_not_its_targets_200() -> None:
+    moved = step(UrlRecord(1, URL), ok(page("x"), redirect_to="http://a.test/new",
+                                       redirects=(hop(301, URL, "http://a.test/new"),)))
+    assert moved.observation.status == moved.record.last_status == 301
+    assert moved.observation.outcome == Outcome.REDIRECT and moved.event is None
+    found = step(UrlRecord(1, URL), ok(page("x"), redirects=(hop(302, URL, "http://a.test/t"),),
+                                       final_url="http://a.test/t"))
+    # A temporary redirect is watched through: the content is the URL's version.
+    assert found.observation.outcome == Outcome.OK and found.observation.content_hash
+    assert found.observation.status == found.record.last_status == 302
+    assert found.redirect_to == "http://a.test/t" and found.seed is None
 
 
 def test_a_windowed_page_offers_its_same_site_out_links() -> None:
