@@ -15,14 +15,17 @@ import pytest
 from crawler.commands.errors import PARTIAL
 from crawler.db import frontier
 
-# Each test with the plain statements and with the Citus variants (conftest.statements).
-pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("statements")]
+pytestmark = pytest.mark.timeout(300)
+# Each in-process test with the plain statements and with the Citus variants
+# (conftest.statements); a seeder run as a subprocess looks its statements up for itself.
+both_statement_sets = pytest.mark.usefixtures("statements")
 
 
 def many_urls(n: int, per_host: int = 10) -> list[tuple[str, float]]:
     return [(f"http://h{i // per_host}.example:8080/page/{i}", 1.0 + i % 3) for i in range(n)]
 
 
+@both_statement_sets
 async def test_bulk_seed_commits_in_batches_and_is_idempotent(db_url: str) -> None:
     pool = await asyncpg.create_pool(db_url)
     try:
@@ -102,6 +105,7 @@ async def test_interrupted_seed_keeps_what_it_committed(db_url: str, tmp_path: P
         await pool.close()
 
 
+@both_statement_sets
 async def test_parallel_seeders_on_the_same_hosts_both_commit(db_url: str) -> None:
     """Two seeders at once (crawler seed keeps two batches in flight) staging the same URLs
     and moving the same known hosts earlier: neither fails, every URL is counted once, every
