@@ -27,16 +27,21 @@ pytestmark = pytest.mark.timeout(120)
 REFUSED = "postgresql://postgres@127.0.0.1:1/crawler"  # port 1: nothing listens
 
 
-def crawler(*args: str, db_url: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """``crawler ARGS`` with only the given CRAWLER_* variables set."""
+def crawler(*args: str, db_url: str | None = None, stdin: str | None = None, **env: str
+            ) -> subprocess.CompletedProcess[str]:
+    """``crawler ARGS`` with only the given CRAWLER_* variables set (and ``stdin`` as its
+    standard input, when given)."""
     from crawler.cli import main
 
     saved = dict(os.environ)
+    saved_stdin = sys.stdin
     for key in [k for k in os.environ if k.startswith("CRAWLER_")]:
         del os.environ[key]
     os.environ.update(CRAWLER_LOG_LEVEL="WARNING", **env)
     if db_url is not None:
         os.environ["CRAWLER_DATABASE_URL"] = db_url
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -45,6 +50,7 @@ def crawler(*args: str, db_url: str | None = None, **env: str) -> subprocess.Com
             except SystemExit as exit:  # argparse's usage errors
                 code = exit.code if isinstance(exit.code, int) else 2
     finally:
+        sys.stdin = saved_stdin
         os.environ.clear()
         os.environ.update(saved)
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
