@@ -229,6 +229,10 @@ class Worker:
             if self.stopping.is_set() or not self._lease_allows_request(host):
                 break
             result = await self.fetcher(session, record, cfg.limits)
+            if result.error_kind == "ssrf" and not result.redirects:
+                # The host's own address refused while its robots.txt is still fresh (fetched
+                # before the allow-list changed): said once, as a refused robots.txt is.
+                await self._note_refusal(host, "ssrf")
             if result.outcome in (Outcome.NETWORK_ERROR, Outcome.TIMEOUT) and result.error_kind:
                 await self._note_host_error(host, result.error_kind, record.url)
             done = await self._record(host, record, result, ctx, gate, release=record is last)
