@@ -216,8 +216,8 @@ def cmd_seed(args: argparse.Namespace) -> int:
         elif args.file:
             path = Path(args.file)
             try:
-                # utf-8-sig: a byte-order mark (Windows editors write one) is no part of line 1
-                text = path.read_text(encoding="utf-8-sig", errors="replace")
+                # A byte-order mark on line 1 is dropped by read_seed_lines (stdin too).
+                text = path.read_text(encoding="utf-8", errors="replace")
             except OSError as error:
                 raise UserError(f"cannot read seed file {path}: {error.strerror or error}; "
                                 "check crawler seed --file") from None
@@ -399,17 +399,15 @@ def cmd_urls(args: argparse.Namespace) -> int:
         from crawler.db.windows import site_urls
 
         async def fetch(conn: Any) -> Any:
-            return await site_urls(conn, await resolve_site(conn, args.site))
+            # One row past the page: whether there is a next one.
+            return await site_urls(conn, await resolve_site(conn, args.site),
+                                   state=args.state, limit=args.limit + 1, offset=args.offset)
 
-        # The site's query has no paging of its own (it lives in queries.sql): filter and
-        # page its rows, which come in a stable order (depth, then id), here.
         rows = _with_conn(load_settings(args), fetch)
-        if args.state is not None:
-            rows = [r for r in rows if r["state"] == args.state]
-        urls = rows[args.offset : args.offset + args.limit]
+        urls = rows[: args.limit]
         columns: tuple[str, ...] = ("url", "depth", "in_window", "status", "entered_at",
                                     "left_at")
-        more = len(rows) > args.offset + args.limit
+        more = len(rows) > args.limit
     else:
         from crawler.commands.hosts import host_origin
         from crawler.db.frontier import to_iso

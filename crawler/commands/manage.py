@@ -123,26 +123,20 @@ async def _remove(url: str, urls: list[str], host: str | None, confirm: Any) -> 
         await conn.close()
 
 
-# Hosts per refresh_host_due statement, and rounds for the ones a daemon held locked.
-REFRESH_BATCH = 1000
+# Rounds for the hosts a daemon's write held locked at the first try.
 REFRESH_ATTEMPTS = 5
 
 
 async def _refresh_due(conn: Any, hosts: set[int]) -> None:
     """Recompute the due time of hosts that lost URLs, after the removal committed: a host left
-    with no URL is never ready again, so no daemon contacts it. ``refresh_host_due`` skips a
-    host a daemon's write holds locked for a moment, so those are tried again; one still busy
-    after that gets its due time from the daemon's own release of it."""
-    from crawler.db.queries import QUERIES
+    with no URL is never ready again, so no daemon contacts it. A host a daemon's write holds
+    locked for a moment is tried again; one still busy after that gets its due time from the
+    daemon's own release of it."""
+    from crawler.db.frontier import refresh_hosts
 
-    pending = sorted(hosts)
     for attempt in range(REFRESH_ATTEMPTS):
-        for first in range(0, len(pending), REFRESH_BATCH):
-            done = await conn.fetch(QUERIES["refresh_host_due"],
-                                    pending[first:first + REFRESH_BATCH])
-            hosts.difference_update(r["id"] for r in done)
-        pending = sorted(hosts)
-        if not pending:
+        await refresh_hosts(conn, hosts)
+        if not hosts:
             return
         await asyncio.sleep(0.05 * (attempt + 1))
 

@@ -48,7 +48,7 @@ from crawler.core.replan import moved_urls, policy_moved, replanned
 from crawler.core.schedule import SchedulePolicy
 from crawler.db.connect import create_pool
 from crawler.db.errors import DB_ERRORS, retried_later
-from crawler.db.frontier import record_from_row, to_datetime
+from crawler.db.frontier import record_from_row, refresh_hosts, to_datetime
 from crawler.db.queries import QUERIES
 from crawler.metrics import Events
 
@@ -65,9 +65,6 @@ WALK_REST_PER_WORK = 2.0
 # Hosts skipped by a due-time refresh (a fetcher held them locked) are retried this often, for
 # at most this long after the walk.
 HOST_REFRESH_RETRY_SECONDS = 0.2
-# Hosts per refresh statement: a fetcher recording on one of them waits at most as long as
-# the statement (a few milliseconds), never for a chunk.
-HOST_REFRESH_BATCH = 200
 HOST_REFRESH_PATIENCE_SECONDS = 10.0
 # Live URLs read from each stratum of the key space.
 URLS_PER_STRATUM = 50
@@ -429,15 +426,6 @@ async def reschedule(
     if stale:  # held by fetchers all along: the next round tries them again
         log.info("planner: %d hosts stayed locked; the next round refreshes them", len(stale))
     return moved_total
-
-
-async def refresh_hosts(pool: asyncpg.Pool, hosts: set[int]) -> None:
-    """Recompute the due time of ``hosts`` (SKIP LOCKED); removes from it those done."""
-    ordered = sorted(hosts)
-    for first in range(0, len(ordered), HOST_REFRESH_BATCH):
-        batch = ordered[first:first + HOST_REFRESH_BATCH]
-        done = await pool.fetch(QUERIES["refresh_host_due"], batch)
-        hosts.difference_update(r["id"] for r in done)
 
 
 async def _reschedule_ids(

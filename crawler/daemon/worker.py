@@ -214,6 +214,7 @@ class Worker:
             return False
         ctx = HostContext(host.health, gate.delay, gate.next_request_at)
         last = host.urls[-1] if host.urls else None
+        refusal_noted = False
         for record in host.urls:
             if not gate.policy.allowed(record.url):
                 await self._record(host, record, forbidden(time.time()), ctx, gate,
@@ -229,10 +230,12 @@ class Worker:
             if self.stopping.is_set() or not self._lease_allows_request(host):
                 break
             result = await self.fetcher(session, record, cfg.limits)
-            if result.error_kind == "ssrf" and not result.redirects:
+            if result.error_kind == "ssrf" and not result.redirects and not refusal_noted:
                 # The host's own address refused while its robots.txt is still fresh (fetched
-                # before the allow-list changed): said once, as a refused robots.txt is.
+                # before the allow-list changed): said once, as a refused robots.txt is, and
+                # written once per lease, not once per URL.
                 await self._note_refusal(host, "ssrf")
+                refusal_noted = True
             if result.outcome in (Outcome.NETWORK_ERROR, Outcome.TIMEOUT) and result.error_kind:
                 await self._note_host_error(host, result.error_kind, record.url)
             done = await self._record(host, record, result, ctx, gate, release=record is last)

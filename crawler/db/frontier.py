@@ -560,5 +560,21 @@ async def refresh_host_due(
     await conn.execute(QUERIES["refresh_host_due"], list(host_ids))
 
 
+# Hosts per refresh_host_due statement in refresh_hosts: a fetcher recording on one of them
+# waits at most as long as the statement (a few milliseconds), never for a chunk.
+HOST_REFRESH_BATCH = 200
+
+
+async def refresh_hosts(conn: asyncpg.Connection | asyncpg.Pool, hosts: set[int]) -> None:
+    """Recompute the due time of ``hosts`` in id order and chunks; removes from the set those
+    done. A host a fetcher holds locked is skipped (SKIP LOCKED), never waited for, and stays
+    in the set for the caller to try again."""
+    ordered = sorted(hosts)
+    for first in range(0, len(ordered), HOST_REFRESH_BATCH):
+        done = await conn.fetch(QUERIES["refresh_host_due"],
+                                ordered[first:first + HOST_REFRESH_BATCH])
+        hosts.difference_update(r["id"] for r in done)
+
+
 async def earliest_due(conn: asyncpg.Connection | asyncpg.Pool) -> float | None:
     return to_seconds(await conn.fetchval(QUERIES["earliest_due"]))

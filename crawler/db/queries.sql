@@ -629,12 +629,16 @@ FROM sites AS s LEFT JOIN urls AS u ON u.site_id = s.id
 GROUP BY s.id ORDER BY s.root_url;
 
 -- name: site_urls
+-- A windowed site's URLs, by depth: those in state $2 (NULL: any), $3 of them (NULL: all)
+-- from the $4-th (`crawler urls --site` pages; the site's lifespans read them all).
 SELECT u.url, u.depth, u.in_window, u.state, u.last_status, u.entered_window_at,
        u.left_window_at, u.last_fetched_at, u.fetch_count, u.change_count,
        u.discovered_initially, s.created_at AS site_created_at, now() AS observed_until
 FROM urls AS u JOIN sites AS s ON s.id = u.site_id
 WHERE s.root_url = $1 AND u.host_id = crawler_url_host_id($1)
-ORDER BY u.depth NULLS LAST, u.id;
+  AND ($2::text IS NULL OR u.state = $2::text)
+ORDER BY u.depth NULLS LAST, u.id
+LIMIT $3::bigint OFFSET $4::bigint;
 
 -- name: store_robots
 -- A host's robots.txt after a fetch of it, its Crawl-delay, and its politeness clock (the

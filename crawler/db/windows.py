@@ -286,8 +286,11 @@ def _lifespan(row: asyncpg.Record) -> Lifespan | None:
     )
 
 
-async def site_urls(conn: asyncpg.Connection, root_url: str) -> list[dict[str, Any]]:
-    rows = await conn.fetch(QUERIES["site_urls"], root_url)
+async def site_urls(
+    conn: asyncpg.Connection, root_url: str, *, state: str | None = None,
+    limit: int | None = None, offset: int = 0,
+) -> list[dict[str, Any]]:
+    rows = await conn.fetch(QUERIES["site_urls"], root_url, state, limit, offset)
     return [
         {
             "url": r["url"],
@@ -318,8 +321,9 @@ def _lifespan_fields(lifespan: Lifespan | None) -> dict[str, Any]:
 
 async def site_lifespans(conn: asyncpg.Connection, root_url: str) -> dict[str, Any]:
     """Cho & Garcia-Molina's visible-lifespan histograms (Fig. 4) for a site, both methods."""
+    rows = await conn.fetch(QUERIES["site_urls"], root_url, None, None, 0)
     lifespans = [
-        span for span in (_lifespan(r) for r in await conn.fetch(QUERIES["site_urls"], root_url))
+        span for span in (_lifespan(r) for r in rows)
         if span is not None
     ]
     return {
