@@ -12,7 +12,7 @@ from itertools import pairwise
 
 from crawler.core.estimate import dated_change_days
 from crawler.core.extract import ParsedPage, parse_page
-from crawler.core.fingerprint import content_hash, hamming_distance
+from crawler.core.fingerprint import content_hash, hamming_distance, same_content
 from crawler.core.last_modified import observe_last_modified
 from crawler.core.model import (
     DISALLOWED,
@@ -66,18 +66,25 @@ def as_permanent_redirect(result: FetchResult) -> FetchResult:
     return replace(result, outcome=REDIRECT, body=b"", error_kind=None, truncated=False)
 
 
-def same_fingerprinted_bytes(record: UrlRecord, result: FetchResult) -> bool:
+def same_fingerprinted_bytes(
+    record: UrlRecord, result: FetchResult, exact: bytes | None = None
+) -> bool:
     """Whether the fetch returned exactly the bytes whose fingerprint is stored, under the same
     region: its simhash is then the stored one, and parsing the page again would only repeat
     the work (in a re-crawl most fetches are such; parsing is most of a fetch's CPU). Their
-    out-links are the stored ones too, unless none were read since the URL joined its window."""
+    out-links are the stored ones too, unless none were read since the URL joined its window.
+    ``exact`` is the body's ``content_hash`` when the caller has it."""
     return (
         result.outcome == OK
         and not record.out_links_unread
         and record.last_simhash is not None
         and record.last_content_hash is not None
         and record.fingerprint_region == record.region.key
-        and content_hash(result.body) == record.last_content_hash
+        and same_content(
+            record.last_content_hash,
+            content_hash(result.body) if exact is None else exact,
+            result.body,
+        )
     )
 
 
@@ -88,12 +95,14 @@ def observe(
     page: ParsedPage | None = None,
     *,
     same_bytes: bool | None = None,
+    exact: bytes | None = None,
 ) -> Observation:
     """Compare a fetch with the stored version of the page.
 
     ``page`` is the fetch already parsed by ``parse_result`` (parsed here when omitted, unless
     the bytes are the stored version's: ``same_fingerprinted_bytes``); non-HTML content gets
-    only the exact hash. ``same_bytes`` is ``same_fingerprinted_bytes`` when the caller has it.
+    only the exact hash. ``same_bytes`` is ``same_fingerprinted_bytes`` when the caller has it,
+    and ``exact`` the body's ``content_hash`` (each page's body is hashed once).
 
     A fingerprint stored under another region than the record's (``crawler watch`` changed it)
     is not compared with: this fetch's fingerprint is the new baseline, and the fetch counts as
@@ -101,23 +110,29 @@ def observe(
     change.
     """
     simhash: int | None = None
-    exact: bytes | None = None
     distance: int | None = None
     changed: bool | None = None
     content_changed: bool | None = None
+    if result.outcome != OK:
+        exact = None
+    elif exact is None:
+        exact = content_hash(result.body)
     if same_bytes is None:
-        same_bytes = page is None and same_fingerprinted_bytes(record, result)
+        same_bytes = page is None and same_fingerprinted_bytes(record, result, exact)
     if same_bytes or (result.outcome == NOT_MODIFIED and record.last_content_hash is not None):
-        # The stored version again (the same bytes, or the server's 304): its fingerprint.
-        simhash, exact = record.last_simhash, record.last_content_hash
+        # The stored version again (the same bytes, or the server's 304): its fingerprint. The
+        # same bytes keep their new hash (a hash stored in the old form is replaced by it).
+        simhash = record.last_simhash
+        if exact is None:
+            exact = record.last_content_hash
         distance, changed, content_changed = 0, False, False
     elif result.outcome == OK:
-        exact = content_hash(result.body)
+        assert exact is not None
         if page is None:
             page = parse_result(result, region=record.region)
         simhash = None if page is None else page.simhash
         if record.last_content_hash is not None:
-            content_changed = exact != record.last_content_hash
+            content_changed = not same_content(record.last_content_hash, exact, result.body)
             if simhash is not None and record.fingerprint_region != record.region.key:
                 changed = False if not content_changed else None
             elif simhash is not None and record.last_simhash is not None:

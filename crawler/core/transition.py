@@ -16,6 +16,7 @@ from enum import StrEnum
 from crawler.core.backoff import CircuitBreaker, HostHealth, host_verdict
 from crawler.core.bounds import parse_bounded
 from crawler.core.extract import ParsedPage
+from crawler.core.fingerprint import content_hash
 from crawler.core.links import is_trap, normalize_url, site_of
 from crawler.core.model import (
     CONTENT_OUTCOMES,
@@ -214,7 +215,8 @@ def transition(
     if permanent:
         result = as_permanent_redirect(result)
     page = None
-    same_bytes = not permanent and same_fingerprinted_bytes(record, result)
+    exact = content_hash(result.body) if result.outcome == Outcome.OK else None
+    same_bytes = not permanent and same_fingerprinted_bytes(record, result, exact)
     if not permanent and not same_bytes:
         # Bounded, never raises: a page the parser fails on is recorded with parse_error.
         result, page = parse_bounded(
@@ -223,7 +225,8 @@ def transition(
             max_links=config.max_outlinks,
             region=record.region,
         )
-    obs = observe(record, result, config.simhash_threshold, page, same_bytes=same_bytes)
+    obs = observe(record, result, config.simhash_threshold, page, same_bytes=same_bytes,
+                  exact=exact)
     after = updated_record(record, result, obs)
     schedule = next_fetch(after, obs, config.schedule, robots_expires_at=robots_expires_at)
     window = None

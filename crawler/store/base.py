@@ -20,9 +20,14 @@ REVISIT = "revisit"
 Headers = tuple[tuple[str, str], ...]
 
 
+def sha1_label(sha1: bytes) -> str:
+    """A SHA-1 digest as WARC digests are written: ``sha1:`` and its base32."""
+    return "sha1:" + base64.b32encode(sha1).decode("ascii")
+
+
 def payload_digest(payload: bytes) -> str:
     """WARC-Payload-Digest as web archives write it: ``sha1:`` and the base32 SHA-1."""
-    return "sha1:" + base64.b32encode(hashlib.sha1(payload).digest()).decode("ascii")
+    return sha1_label(hashlib.sha1(payload).digest())
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +53,20 @@ class Capture:
     truncated: bool = False  # the body was cut at the size cap (WARC-Truncated: length)
     body_read: bool = True  # False for answers whose body the fetcher does not read (404)
     wire_payload: bytes | None = None
+    # The SHA-1 of ``stored_payload`` when the caller has it already (the fetch path's content
+    # hash is that SHA-1): the payload is then not hashed a second time.
+    payload_sha1: bytes | None = None
 
     @property
     def stored_payload(self) -> bytes:
         """The bytes a response record holds (and its payload digest covers)."""
         return self.payload if self.wire_payload is None else self.wire_payload
+
+    def payload_digest(self) -> str:
+        """WARC-Payload-Digest of ``stored_payload``."""
+        if self.payload_sha1 is not None:
+            return sha1_label(self.payload_sha1)
+        return payload_digest(self.stored_payload)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,17 @@ from typing import Any
 import asyncpg
 
 from crawler.core.events import event_payload
-from crawler.core.model import GONE, NOT_MODIFIED, OK, REDIRECT, Exchange, FetchResult, UrlRecord
+from crawler.core.fingerprint import CONTENT_HASH_BYTES
+from crawler.core.model import (
+    GONE,
+    NOT_MODIFIED,
+    OK,
+    REDIRECT,
+    Exchange,
+    FetchResult,
+    Observation,
+    UrlRecord,
+)
 from crawler.core.region import Region
 from crawler.core.textdiff import LineChanges, line_changes, text_lines
 from crawler.core.transition import ChangeKind, Transition
@@ -48,7 +58,6 @@ from crawler.store.base import (
     Original,
     RecordStore,
     StoredRecord,
-    payload_digest,
 )
 from crawler.store.threaded import ThreadedStore
 
@@ -202,7 +211,7 @@ class Collection:
         if self.store is not None and result.redirects:
             await self._write_redirects(record, result.redirects, result.fetched_at)
         if self.store is not None and (obs.outcome != NOT_MODIFIED or original is not None):
-            capture = self._capture(record, result)
+            capture = self._capture(record, result, obs)
             stored, lines = await self.store.run(
                 lambda store: _write(store, capture, original, identical, wants_diff,
                                      result.content_type, record.region)
@@ -287,15 +296,22 @@ class Collection:
             wire_payload=hop.wire_body,
         )
 
-    def _capture(self, record: UrlRecord, result: FetchResult) -> Capture:
+    def _capture(self, record: UrlRecord, result: FetchResult, obs: Observation) -> Capture:
         assert result.status is not None
+        # The observation's content hash is the SHA-1 of the body it was taken of: when the
+        # record stores that body as it is (no Content-Encoding kept), it is the payload digest.
+        sha1 = obs.content_hash if (
+            obs.outcome == OK and result.wire_body is None
+            and obs.size_bytes == len(result.body)
+            and obs.content_hash is not None and len(obs.content_hash) == CONTENT_HASH_BYTES
+        ) else None
         return Capture(
             url=result.final_url or record.url, fetched_at=result.fetched_at,
             status=result.status,
             reason=result.reason, response_headers=result.headers, payload=result.body,
             request_headers=self._request_headers(record, not result.redirects),
             truncated=result.truncated, body_read=result.outcome == OK,
-            wire_payload=result.wire_body,
+            wire_payload=result.wire_body, payload_sha1=sha1,
         )
 
 
@@ -313,7 +329,7 @@ def _write(
     if original is not None and not store.holds(original.file):
         original = None  # archived or deleted: nothing to refer to or diff against
     if identical and original is not None and (
-        capture.status == 304 or payload_digest(capture.stored_payload) == original.payload_digest
+        capture.status == 304 or capture.payload_digest() == original.payload_digest
     ):
         stored = store.write_revisit(capture, Original(
             capture.url, original.fetched_at, original.record_id, original.payload_digest

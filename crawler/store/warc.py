@@ -273,7 +273,7 @@ class WarcStore:
 
     def write_response(self, capture: Capture) -> StoredRecord:
         payload = capture.stored_payload
-        digest = payload_digest(payload)
+        digest = capture.payload_digest()
         record_id = new_record_id()
         date = warc_date(capture.fetched_at)
         warc_headers = [

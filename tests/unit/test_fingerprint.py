@@ -18,6 +18,7 @@ from crawler.core.fingerprint import (
     from_signed64,
     hamming_distance,
     md5_hash,
+    same_content,
     simhash64,
     to_signed64,
 )
@@ -135,6 +136,18 @@ def test_signed_round_trip(value: int) -> None:
 
 
 def test_content_hash() -> None:
-    assert len(content_hash(b"abc")) == 16
-    assert content_hash(b"abc") == content_hash(b"abc")
+    """SHA-1, so that a body stored whole gets its WARC payload digest from it."""
+    assert content_hash(b"abc") == hashlib.sha1(b"abc").digest()
     assert content_hash(b"abc") != content_hash(b"abd")
+
+
+def test_a_hash_stored_before_sha1_still_recognises_the_same_bytes() -> None:
+    """Rows written before the content hash became SHA-1 hold BLAKE2b-128: the same body must
+    still match it (or every unchanged page would count as edited once after an upgrade),
+    and another body must not."""
+    legacy = hashlib.blake2b(b"abc", digest_size=16).digest()
+    assert same_content(legacy, content_hash(b"abc"), b"abc")
+    assert not same_content(legacy, content_hash(b"abd"), b"abd")
+    assert same_content(content_hash(b"abc"), content_hash(b"abc"), b"abc")
+    assert not same_content(content_hash(b"abc"), content_hash(b"abd"), b"abd")
+    assert not same_content(None, content_hash(b"abc"), b"abc")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
 import pytest
@@ -186,6 +187,21 @@ def test_identical_bytes_reuse_the_stored_fingerprint_without_parsing(
     assert edited.observation.simhash_distance == 3
     assert edited.observation.content_changed is True
     assert edited.window is not None and edited.window.out_links == ("http://a.test/b",)
+
+
+def test_a_content_hash_stored_before_sha1_is_matched_and_replaced() -> None:
+    """A URL whose stored hash is the old BLAKE2b-128 of the same bytes: the re-fetch is the
+    stored version (not parsed, not a cosmetic change), and the hash is rewritten as SHA-1."""
+    body = page("stable words on a page that does not change " * 20)
+    first = step(UrlRecord(1, URL), ok(body))
+    legacy = replace(first.record,
+                     last_content_hash=hashlib.blake2b(body, digest_size=16).digest())
+    again = step(legacy, ok(body, at=NOW + 3600))
+    assert (again.observation.changed, again.observation.content_changed) == (False, False)
+    assert again.observation.content_hash == hashlib.sha1(body).digest()
+    assert again.record.last_content_hash == hashlib.sha1(body).digest()
+    edited = step(legacy, ok(body + b" ", at=NOW + 7200))
+    assert edited.observation.content_changed is True
 
 
 def test_a_window_page_crawled_before_it_joined_is_fetched_whole_and_parsed() -> None:
