@@ -43,6 +43,13 @@ _ASCII_NONWORD_TO_SPACE: Final = bytes(
     byte if byte >= 0x80 or chr(byte).isalnum() or byte == ord("_") else ord(" ")
     for byte in range(256)
 )
+# The same, with the ASCII capitals lower-cased as well.
+_ASCII_NONWORD_TO_SPACE_LOWER: Final = _ASCII_NONWORD_TO_SPACE.translate(
+    bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+)
+# The one character whose lower case str.lower() takes from its neighbours (Unicode's
+# Final_Sigma): a text holding it is lower-cased whole, as the definition does.
+_CAPITAL_SIGMA: Final = "\u03a3"
 _HEADER_CHARSET: Final = re.compile(r"""charset\s*=\s*["']?\s*([^\s"';,]+)""", re.IGNORECASE)
 # Covers both <meta charset="x"> and <meta http-equiv="content-type" content="...charset=x">.
 _META_CHARSET: Final = re.compile(
@@ -177,15 +184,23 @@ def _token_counts(text: str) -> Counter[bytes]:
     character replaced by a space in one ``bytes.translate``, so each ASCII part of the split is
     one \\w+ token as it stands and Counter counts them in C; only the few parts holding
     non-ASCII characters (which may hide Unicode punctuation or spaces) go through the regex.
+
+    The same translate lower-cases the ASCII letters, and only the non-ASCII parts are lowered
+    as str (the whole text's str.lower() was a tenth of the page's features): str.lower() never
+    turns a non-ASCII character into ASCII other than a letter, so the parts split where they
+    would in the lowered text. A capital sigma's lower case depends on its neighbours, which
+    may lie across a split: a text holding one is lowered whole first.
     """
+    if _CAPITAL_SIGMA in text:
+        text = text.lower()
     counts: Counter[bytes] = Counter(
-        text.lower().encode("utf-8", "surrogatepass").translate(_ASCII_NONWORD_TO_SPACE).split()
+        text.encode("utf-8", "surrogatepass").translate(_ASCII_NONWORD_TO_SPACE_LOWER).split()
     )
     unicode_parts = list(filterfalse(bytes.isascii, counts))
     if unicode_parts:
         unicode_text = b"".join(
             [(part + b" ") * counts.pop(part) for part in unicode_parts]
-        ).decode("utf-8", "surrogatepass")
+        ).decode("utf-8", "surrogatepass").lower()
         # \\w never matches a surrogate, so every word encodes strictly.
         counts.update(map(str.encode, _WORD.findall(unicode_text)))
     return counts

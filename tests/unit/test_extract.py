@@ -9,6 +9,7 @@ import re
 import statistics
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,6 +104,17 @@ def test_features_equal_regex_word_counts(text: str) -> None:
     counts = Counter(re.findall(r"\w+", text.lower()))
     expected = {token: count.bit_length() for token, count in counts.items()}
     assert text_features(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "ΟΔΟΣ.ΑΒ ΟΔΟΣ. ΟΔΟΣ", "ΑΣ:Β Σ", "\u212aelvin KELVIN İstanbul", "CAT Cat cat Straße",
+])
+def test_features_lower_case_as_str_lower_does(text: str) -> None:
+    """The ASCII letters are lowered by the byte translate and the rest as str: a capital
+    sigma (final or not by what follows, even past a full stop) and the Kelvin sign must come
+    out as the whole text's str.lower() gives them."""
+    counts = Counter(re.findall(r"\w+", text.lower()))
+    assert text_features(text) == {token: n.bit_length() for token, n in counts.items()}
 
 
 def test_parse_page_parses_once_for_everything() -> None:

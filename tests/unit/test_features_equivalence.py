@@ -36,6 +36,8 @@ PIECES = st.sampled_from([
     "café", "Straße", "İstanbul", "naïve", "日本語", "слово", "«quote»", "em—dash", "a\u00a0b",
     "wide\u3000space", "thin\u2009gap", "e\u0301", "₂", "Ⅻ", "٣", "tab\there", "line\nbreak",
     "\x1cunit\x1fsep", "\u2028", "&amp;", "<b>", "'", "_", "__init__", "ÆØÅ", "ǅ", "ﬁ",
+    # Capital sigma lowers by its context, across ASCII punctuation too; Kelvin sign to ASCII.
+    "ΟΔΟΣ", "ΟΔΟΣ.ΑΒ", "Σ'Α", "ΑΣ", "\u212aelvin", "KELVIN",
 ])
 TEXTS = st.lists(PIECES | st.text(max_size=12), max_size=120).map(" ".join)
 
