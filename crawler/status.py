@@ -158,10 +158,11 @@ def render_status(status: dict[str, Any]) -> str:
 URL_FIELDS = (
     "url", "origin", "state", "importance", "next_fetch_at", "host_lease_owner",
     "host_lease_expires_at",
-    "last_fetched_at", "last_status", "last_simhash", "etag", "last_modified", "fetch_count",
-    "change_count", "consecutive_failures", "change_rate_per_day", "fetch_rate_per_day",
-    "changed_intervals_days", "unchanged_days", "intervals_observed", "redirect_to",
-    "created_at",
+    # The last fetch whatever its answer; last_fetched_at: the last that brought content.
+    "last_attempt_at", "last_outcome", "last_fetched_at", "last_status", "last_simhash", "etag",
+    "last_modified", "fetch_count", "change_count", "consecutive_failures",
+    "change_rate_per_day", "fetch_rate_per_day", "changed_intervals_days", "unchanged_days",
+    "intervals_observed", "redirect_to", "created_at",
 )
 
 
@@ -178,6 +179,8 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
     finally:
         await conn.close()
     shown = {name: _jsonable(row[name]) for name in URL_FIELDS}
+    # A URL not fetched since migration 0015: its last content fetch is its last attempt known.
+    shown["last_attempt_at"] = _jsonable(row["last_attempt_at"] or row["last_fetched_at"])
     shown["last_simhash"] = _hex64(row["last_simhash"])
     shown["region"] = region_shown(row)
     shown["site_patterns"] = site_patterns_shown(row)

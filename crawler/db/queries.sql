@@ -200,6 +200,8 @@ url AS (
     SET state = n.state,
         next_fetch_at = n.next_fetch_at,
         last_fetched_at = n.last_fetched_at,
+        last_attempt_at = n.fetched_at,
+        last_outcome = n.outcome,
         last_status = n.last_status,
         last_simhash = n.last_simhash,
         last_content_hash = n.last_content_hash,
@@ -632,7 +634,9 @@ GROUP BY s.id ORDER BY s.root_url;
 -- A windowed site's URLs, by depth: those in state $2 (NULL: any), $3 of them (NULL: all)
 -- from the $4-th (`crawler urls --site` pages; the site's lifespans read them all).
 SELECT u.url, u.depth, u.in_window, u.state, u.last_status, u.entered_window_at,
-       u.left_window_at, u.last_fetched_at, u.fetch_count, u.change_count,
+       u.left_window_at, u.last_fetched_at,
+       COALESCE(u.last_attempt_at, u.last_fetched_at) AS last_attempt_at, u.last_outcome,
+       u.fetch_count, u.change_count,
        u.discovered_initially, s.created_at AS site_created_at, now() AS observed_until
 FROM urls AS u JOIN sites AS s ON s.id = u.site_id
 WHERE s.root_url = $1 AND u.host_id = crawler_url_host_id($1)
@@ -762,7 +766,9 @@ ORDER BY o.fetched_at, o.url_id;
 -- name: list_urls
 -- `crawler urls [--host] [--state]`: one page in primary-key order. $1 origin or NULL, $2 state
 -- or NULL, $3 offset, $4 page size (the origin's key, then urls_host_next_fetch_idx).
+-- The last attempt of a URL not fetched since migration 0015 is its last content fetch.
 SELECT u.url, h.origin, u.state, u.importance, u.next_fetch_at, u.last_fetched_at,
+       COALESCE(u.last_attempt_at, u.last_fetched_at) AS last_attempt_at, u.last_outcome,
        u.last_status, u.fetch_count, u.change_count
 FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
 WHERE ($1::text IS NULL OR (h.id = crawler_host_id($1) AND h.origin = $1))

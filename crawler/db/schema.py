@@ -188,6 +188,10 @@ urls = Table(
     # Whether the page's out-links were read since it joined its site (migration
     # 0013_out_links_read): until they are, it is fetched without validators and parsed.
     Column("out_links_read", Boolean, nullable=False, server_default=text("false")),
+    # The last fetch whatever its answer (migration 0015_last_attempt): last_fetched_at is the
+    # last one that brought content, which the change estimator's intervals start from.
+    Column("last_attempt_at", DateTime(timezone=True), nullable=True),
+    Column("last_outcome", Text, nullable=True),
     CheckConstraint(
         "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"
     ),
