@@ -321,18 +321,29 @@ RETURNING h.id;
 SELECT min(ready_at) FROM hosts WHERE ready_at IS NOT NULL;
 
 -- name: status_counts
+-- due_all counts paused hosts' due URLs too: the caller takes urls_due_paused from it. The
+-- most overdue URL's lateness is most_overdue_seconds.
 SELECT
     (SELECT count(*) FROM urls) AS urls,
-    (SELECT count(*) FROM urls WHERE next_fetch_at <= now()) AS due_now,
+    (SELECT count(*) FROM urls WHERE next_fetch_at <= now()) AS due_all,
     (SELECT count(*) FROM hosts) AS hosts,
     (SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL
         AND lease_expires_at > now()) AS hosts_leased,
     (SELECT count(*) FROM observations
         WHERE fetched_at > now() - interval '1 hour') AS fetches_last_hour,
     (SELECT count(*) FROM observations
-        WHERE fetched_at > now() - interval '1 hour' AND changed) AS changes_last_hour,
-    (SELECT EXTRACT(EPOCH FROM now() - min(next_fetch_at)) FROM urls
-        WHERE next_fetch_at <= now()) AS most_overdue_seconds;
+        WHERE fetched_at > now() - interval '1 hour' AND changed) AS changes_last_hour;
+
+-- name: paused_host_ids
+-- The paused hosts' keys (hosts_paused_idx, a partial index: few rows).
+SELECT id FROM hosts WHERE paused;
+
+-- name: urls_due_paused
+-- Due URLs of the paused hosts $1 (urls_host_next_fetch_idx, host by host), counted up to $2:
+-- the cost is bounded however large a paused host's backlog.
+SELECT count(*) FROM (
+    SELECT 1 FROM urls WHERE host_id = ANY($1::bigint[]) AND next_fetch_at <= now() LIMIT $2
+) AS due;
 
 -- name: urls_by_state
 SELECT state, count(*) AS n FROM urls GROUP BY state ORDER BY state;
@@ -689,12 +700,18 @@ SELECT count(*) FILTER (WHERE backoff_until > now()) AS in_backoff,
            AS circuit_open
 FROM hosts;
 
--- name: most_overdue_urls
+-- name: most_overdue_hosts
+-- The $1 hosts not paused whose earliest URL is the most overdue (hosts_unpaused_due_idx):
+-- where `crawler status` looks for the most overdue URLs. A paused host is no backlog.
+SELECT id FROM hosts WHERE NOT paused AND next_due_at <= now() ORDER BY next_due_at LIMIT $1;
+
+-- name: host_most_overdue_urls
+-- Host $1's $2 most overdue URLs (urls_host_next_fetch_idx).
 SELECT url, next_fetch_at, EXTRACT(EPOCH FROM now() - next_fetch_at) AS overdue_seconds
 FROM urls
-WHERE next_fetch_at <= now()
+WHERE host_id = $1 AND next_fetch_at <= now()
 ORDER BY next_fetch_at
-LIMIT $1;
+LIMIT $2;
 
 -- name: hosts_in_backoff
 SELECT origin, backoff_until, consecutive_failures,
@@ -882,8 +899,11 @@ ON CONFLICT (key) DO UPDATE SET value = planner_state.value + 1, updated_at = EX
 RETURNING value;
 
 -- name: most_overdue_seconds
--- How late the most overdue URL is (urls_next_fetch_idx: one index entry).
-SELECT EXTRACT(EPOCH FROM now() - min(next_fetch_at)) FROM urls WHERE next_fetch_at <= now();
+-- How late the most overdue URL of a host not paused is: the earliest next_due_at (each host's
+-- earliest next_fetch_at) of those hosts (hosts_unpaused_due_idx: one index entry). Skipping
+-- paused hosts in urls_next_fetch_idx instead would walk their whole backlog first.
+SELECT EXTRACT(EPOCH FROM now() - min(next_due_at)) FROM hosts
+WHERE NOT paused AND next_due_at <= now();
 
 -- name: hosts_leased_count
 -- Hosts under a live lease: at most the fleet's concurrency (hosts_lease_owner_idx).
@@ -898,6 +918,9 @@ SELECT 1 FROM urls WHERE state = $1;
 
 -- name: estimate_urls_due
 SELECT 1 FROM urls WHERE next_fetch_at <= now();
+
+-- name: estimate_urls_due_paused
+SELECT 1 FROM urls WHERE host_id = ANY($1::bigint[]) AND next_fetch_at <= now();
 
 -- name: estimate_hosts_in_backoff
 SELECT 1 FROM hosts WHERE backoff_until > now();

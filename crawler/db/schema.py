@@ -93,6 +93,8 @@ hosts = Table(
     ),
     Index("hosts_ready_at_idx", "ready_at", postgresql_where=text("ready_at IS NOT NULL")),
     Index("hosts_paused_idx", "origin", postgresql_where=text("paused")),
+    # 0016_unpaused_due_index: the most overdue host not paused (the backlog gauges), one entry.
+    Index("hosts_unpaused_due_idx", "next_due_at", postgresql_where=text("NOT paused")),
     Index("hosts_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),
 )
 
