@@ -422,8 +422,8 @@ def cmd_urls(args: argparse.Namespace) -> int:
                     for r in rows]
 
         urls = _with_conn(load_settings(args), page)
-        columns = ("url", "state", "importance", "last_status", "last_fetched_at",
-                   "next_fetch_at")
+        columns = ("url", "state", "importance", "last_status", "last_outcome",
+                   "last_attempt_at", "last_fetched_at", "next_fetch_at")
         more = len(urls) == args.limit
     if more:
         print(f"more: crawler urls ... --offset {args.offset + args.limit}", file=sys.stderr)

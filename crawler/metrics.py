@@ -43,9 +43,10 @@ class Events(Protocol):
 
     def frontier_sampled(
         self, urls_by_state: dict[str, int], due: int, most_overdue_seconds: float,
-        hosts_leased: int,
+        hosts_leased: int, due_paused: int = 0,
     ) -> None:
-        """The frontier's size and backlog, sampled from the database."""
+        """The frontier's size and backlog (paused hosts' due URLs apart), sampled from the
+        database."""
 
     def db_transaction(self, seconds: float) -> None:
         """One database transaction of the fetch loop took ``seconds``."""
@@ -179,10 +180,21 @@ class Metrics:
         # --- frontier ---------------------------------------------------------------------
         self.urls = _gauge(f"{PREFIX}_urls", "URLs in the frontier, by state.", ["state"],
                           registry=r)
-        self.urls_due = _gauge(f"{PREFIX}_urls_due", "URLs whose next fetch time has passed.",
-                              registry=r)
+        # A paused host's URLs fall due and wait for `crawler resume`: no backlog, so they
+        # are counted apart and the most overdue URL is one of a host not paused.
+        self.urls_due = _gauge(
+            f"{PREFIX}_urls_due",
+            "URLs whose next fetch time has passed, of hosts not paused (the backlog).",
+            registry=r,
+        )
+        self.urls_due_paused = _gauge(
+            f"{PREFIX}_urls_due_paused",
+            "URLs of paused hosts whose next fetch time has passed (not in crawler_urls_due).",
+            registry=r,
+        )
         self.most_overdue = _gauge(
-            f"{PREFIX}_most_overdue_seconds", "How late the most overdue URL is.", registry=r
+            f"{PREFIX}_most_overdue_seconds",
+            "How late the most overdue URL of a host not paused is.", registry=r
         )
         self.hosts_leased = _gauge(
             f"{PREFIX}_hosts_leased", "Hosts currently leased by any daemon.", registry=r
@@ -272,13 +284,14 @@ class Metrics:
 
     def frontier_sampled(
         self, urls_by_state: dict[str, int], due: int, most_overdue_seconds: float,
-        hosts_leased: int,
+        hosts_leased: int, due_paused: int = 0,
     ) -> None:
         from crawler.db.schema import URL_STATES
 
         for state in URL_STATES:
             self.urls.labels(state).set(urls_by_state.get(state, 0))
         self.urls_due.set(due)
+        self.urls_due_paused.set(due_paused)
         self.most_overdue.set(most_overdue_seconds)
         self.hosts_leased.set(hosts_leased)
 

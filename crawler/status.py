@@ -12,6 +12,7 @@ import asyncpg
 
 from crawler.core.budget import BUDGET_CONFIGURED, BUDGET_DEFAULT
 from crawler.core.region import Region, effective_region
+from crawler.db.estimates import most_overdue_seconds, urls_due_paused
 from crawler.db.frontier import to_iso, to_unsigned64
 from crawler.db.queries import QUERIES
 
@@ -27,6 +28,17 @@ def _jsonable(value: Any) -> Any:
 
 
 LISTED = 5
+
+
+async def most_overdue_urls(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
+    """The ``limit`` most overdue URLs of hosts not paused: the most overdue URLs of the
+    ``limit`` hosts due longest (by their next_due_at), one indexed read per host, so that
+    no paused host's backlog is walked. (A host whose next_due_at is stale while leased may
+    take a place of one due a little later.)"""
+    found: list[asyncpg.Record] = []
+    for host in await conn.fetch(QUERIES["most_overdue_hosts"], limit):
+        found += await conn.fetch(QUERIES["host_most_overdue_urls"], host["id"], limit)
+    return sorted(found, key=lambda r: r["next_fetch_at"])[:limit]
 
 
 def budget_source(configured: float | None, budget: float | None) -> str | None:
@@ -55,7 +67,9 @@ async def collect_status(url: str) -> dict[str, Any]:
         counts = await conn.fetchrow(QUERIES["status_counts"])
         states = {r["state"]: r["n"] for r in await conn.fetch(QUERIES["urls_by_state"])}
         planner_rows = await conn.fetch(QUERIES["load_planner_state"])
-        overdue = await conn.fetch(QUERIES["most_overdue_urls"], LISTED)
+        overdue = await most_overdue_urls(conn, LISTED)
+        paused_due = await urls_due_paused(conn)
+        overdue_seconds = await most_overdue_seconds(conn)
         backoff = await conn.fetch(QUERIES["hosts_in_backoff"], LISTED)
         refused = await conn.fetch(QUERIES["hosts_refused"], LISTED)
         paused = await conn.fetch(QUERIES["hosts_paused"], 1000)
@@ -96,12 +110,13 @@ async def collect_status(url: str) -> dict[str, Any]:
         ],
         "urls": counts["urls"],
         "urls_by_state": states,
-        "due_now": counts["due_now"],
+        "due_now": max(0, counts["due_all"] - paused_due),
+        "due_paused": paused_due,
         "hosts": counts["hosts"],
         "hosts_leased": counts["hosts_leased"],
         "fetches_last_hour": counts["fetches_last_hour"],
         "changes_last_hour": counts["changes_last_hour"],
-        "most_overdue_seconds": float(counts["most_overdue_seconds"] or 0.0),
+        "most_overdue_seconds": overdue_seconds,
     }
 
 
@@ -110,6 +125,7 @@ def render_status(status: dict[str, Any]) -> str:
         ("URLs", status["urls"]),
         *((f"  {state}", n) for state, n in sorted(status["urls_by_state"].items())),
         ("due now", status["due_now"]),
+        *((("due, hosts paused", status["due_paused"]),) if status["hosts_paused"] else ()),
         ("most overdue", f"{status['most_overdue_seconds']:.0f} s"),
         ("hosts", status["hosts"]),
         ("hosts leased", status["hosts_leased"]),
@@ -158,10 +174,11 @@ def render_status(status: dict[str, Any]) -> str:
 URL_FIELDS = (
     "url", "origin", "state", "importance", "next_fetch_at", "host_lease_owner",
     "host_lease_expires_at",
-    "last_fetched_at", "last_status", "last_simhash", "etag", "last_modified", "fetch_count",
-    "change_count", "consecutive_failures", "change_rate_per_day", "fetch_rate_per_day",
-    "changed_intervals_days", "unchanged_days", "intervals_observed", "redirect_to",
-    "created_at",
+    # The last fetch whatever its answer; last_fetched_at: the last that brought content.
+    "last_attempt_at", "last_outcome", "last_fetched_at", "last_status", "last_simhash", "etag",
+    "last_modified", "fetch_count", "change_count", "consecutive_failures",
+    "change_rate_per_day", "fetch_rate_per_day", "changed_intervals_days", "unchanged_days",
+    "intervals_observed", "redirect_to", "created_at",
 )
 
 
@@ -178,6 +195,8 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
     finally:
         await conn.close()
     shown = {name: _jsonable(row[name]) for name in URL_FIELDS}
+    # A URL not fetched since migration 0015: its last content fetch is its last attempt known.
+    shown["last_attempt_at"] = _jsonable(row["last_attempt_at"] or row["last_fetched_at"])
     shown["last_simhash"] = _hex64(row["last_simhash"])
     shown["region"] = region_shown(row)
     shown["site_patterns"] = site_patterns_shown(row)

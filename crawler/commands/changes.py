@@ -12,8 +12,8 @@ import json
 import sys
 from typing import Any
 
-from crawler.commands.collection_args import add_options, parse_time, with_conn
-from crawler.commands.options import plain, positive_int
+from crawler.commands.collection_args import add_options, with_conn
+from crawler.commands.options import TIME_FORMS, parse_time, plain, positive_int
 
 
 def encode_cursor(fetched_at: dt.datetime, event_id: int) -> str:
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                                    description=plain(__doc__))
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--since", type=parse_time, default=None, metavar="TIME",
-                       help="Events fetched after TIME (ISO 8601 or POSIX seconds).")
+                       help=f"Events fetched at or after TIME: {TIME_FORMS}.")
     where.add_argument("--after", type=decode_cursor, default=None, metavar="CURSOR",
                        help="Continue after the cursor a previous page printed.")
     parser.add_argument("--limit", type=positive_int, default=100,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -66,21 +65,6 @@ def settings_of(args: argparse.Namespace) -> Settings:
 
 def store_root(args: argparse.Namespace) -> Path:
     return warc_dir(settings_of(args))
-
-
-def parse_time(value: str) -> dt.datetime:
-    """ISO 8601 (UTC when no offset is given) or POSIX seconds."""
-    try:
-        return dt.datetime.fromtimestamp(float(value), dt.UTC)
-    except ValueError:
-        pass
-    try:
-        parsed = dt.datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a time (ISO 8601 or POSIX seconds)"
-        ) from exc
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
 def with_conn(args: argparse.Namespace, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:

@@ -12,11 +12,10 @@ from typing import Any
 
 from crawler.commands.collection_args import (
     add_url_command,
-    parse_time,
     store_root,
     stored_versions,
 )
-from crawler.commands.options import plain
+from crawler.commands.options import TIME_FORMS, parse_time, plain
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -26,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="from_time", type=parse_time, default=None,
-                        metavar="TIME", help="The older version: current at TIME.")
+                        metavar="TIME", help=f"The older version: current at TIME ({TIME_FORMS}).")
     parser.add_argument("--to", dest="to_time", type=parse_time, default=None, metavar="TIME",
                         help="The newer version: current at TIME (default: the latest).")
 

@@ -17,25 +17,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from crawler.commands.errors import UserError
-from crawler.commands.options import add_common_options
+from crawler.commands.options import TIME_FORMS, add_common_options, parse_time
 
 QUERY = {"urls": "export_urls", "observations": "export_observations"}
 PREFETCH_ROWS = 2000  # rows per round trip of the cursor
-
-
-def parse_since(text: str, now: dt.datetime) -> dt.datetime:
-    """An ISO 8601 time (UTC if no zone), or a duration back from now: 90m, 6h, 1d, 2w."""
-    from crawler.core import capacity
-
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            return now - dt.timedelta(days=capacity.parse_duration_days(text))
-        except ValueError:
-            raise UserError(f"--since {text!r} is neither an ISO time (2026-11-22T10:00) nor "
-                            "a duration back from now (6h, 1d, 2w)") from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
 def _cell(value: Any) -> Any:
@@ -78,7 +63,7 @@ async def stream(url: str, what: str, since: dt.datetime | None, fmt: str, out: 
 def cmd_export(args: argparse.Namespace) -> int:
     from crawler.cli import load_settings, resolve_url
 
-    since = parse_since(args.since, dt.datetime.now(dt.UTC)) if args.since else None
+    since = args.since
     url = resolve_url(load_settings(args))
     target: Any
     if args.out is None:
@@ -103,9 +88,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("what", choices=sorted(QUERY), help="What to export.")
     parser.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
                         help="JSON lines or CSV with a header row (default jsonl).")
-    parser.add_argument("--since", metavar="TIME",
-                        help="Only rows since TIME: ISO 8601 (UTC unless a zone is given) or a "
-                             "duration back from now (6h, 1d, 2w). URLs: added or fetched since.")
+    parser.add_argument("--since", metavar="TIME", type=parse_time,
+                        help=f"Only rows since TIME: {TIME_FORMS}. URLs: added or fetched "
+                             "since.")
     parser.add_argument("--out", metavar="FILE", help="Write here instead of standard output.")
     add_common_options(parser)
     parser.set_defaults(func=cmd_export, needs_db="schema")

@@ -15,11 +15,10 @@ from typing import Any
 
 from crawler.commands.collection_args import (
     add_url_command,
-    parse_time,
     store_root,
     stored_versions,
 )
-from crawler.commands.options import plain
+from crawler.commands.options import TIME_FORMS, parse_time, plain
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -29,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--at", type=parse_time, default=None, metavar="TIME",
-                        help="ISO 8601 time or POSIX seconds (default: the latest version).")
+                        help=f"The version current at TIME: {TIME_FORMS} (default: the latest).")
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--text", action="store_true", help="The visible text.")
     shown.add_argument("--headers", action="store_true", help="The HTTP status and headers.")

@@ -41,16 +41,30 @@ def _weight(text: str, where: str) -> float:
 
 
 def _lines(path: str) -> list[tuple[int, str]]:
+    """The file's numbered lines with content (no blanks, no '#' comments); a UTF-8
+    byte-order mark, which spreadsheets write at the start of a CSV, is dropped."""
     try:
-        text = Path(path).read_text(errors="replace")
+        text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror}; check --file") from None
     return [(n, line.strip()) for n, line in enumerate(text.splitlines(), start=1)
             if line.strip() and not line.strip().startswith("#")]
 
 
+# A column name: a word (url, importance, click_through, "url"), never a URL or a number.
+_COLUMN_NAME = re.compile(r'"?[A-Za-z_][A-Za-z0-9_-]*"?')
+
+
+def _is_header(parts: Sequence[str]) -> bool:
+    """Whether the file's first row names its columns (``url,importance``, as a spreadsheet
+    or ``crawler export --format csv`` writes one), rather than being a malformed row: two
+    names, neither a URL (no scheme's ':') nor a number."""
+    return len(parts) == 2 and all(_COLUMN_NAME.fullmatch(p) for p in parts)
+
+
 def read_weights(args: argparse.Namespace) -> list[tuple[str, float]]:
-    """(URL, weight) pairs from `URL W` or a file of `url,weight` lines."""
+    """(URL, weight) pairs from `URL W` or a file of `url,weight` lines, the first of which
+    may be a header; any other malformed line is refused with its line number."""
     pairs: list[tuple[str, float]] = []
     if args.url is not None:
         if args.weight is None:
@@ -58,8 +72,10 @@ def read_weights(args: argparse.Namespace) -> list[tuple[str, float]]:
         # Named as argparse names a positional argument (it said only "argument").
         pairs.append((_normalized(args.url, "argument URL"), _weight(args.weight, "argument W")))
     if args.file:
-        for number, line in _lines(args.file):
+        for row, (number, line) in enumerate(_lines(args.file)):
             parts = re.split(r"\s*,\s*|\s+", line)
+            if row == 0 and _is_header(parts):
+                continue
             where = f"{args.file}:{number}"
             if len(parts) != 2:
                 raise UserError(f"{where}: expected 'url,weight', got {line!r}")
@@ -175,7 +191,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("url", nargs="?", metavar="URL")
     p.add_argument("weight", nargs="?", metavar="W", help="A positive weight (default 1 at seed).")
     p.add_argument("--file", metavar="PATH",
-                   help="Lines of 'url,weight' (e.g. click-through weights); '#' comments.")
+                   help="Lines of 'url,weight' (e.g. click-through weights), the first may "
+                        "be a header (url,importance); '#' comments.")
     add_common_options(p)
     p.set_defaults(func=cmd_importance, needs_db="schema")
 

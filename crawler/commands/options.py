@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
+import re
 from typing import Any
 
 from crawler.settings import Settings, env_name
@@ -67,6 +69,33 @@ def fraction(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
     return value
+
+
+TIME_FORMS = ("ISO 8601 (2026-11-22T10:00, UTC unless zoned), POSIX seconds, or a duration "
+              "back from now (30m, 1h, 2d, 1w)")
+# A number with a unit: a duration (a bare number is POSIX seconds, as it always was).
+_DURATION = re.compile(r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?\s*[a-zA-Z]+")
+
+
+def parse_time(text: str, now: dt.datetime | None = None) -> dt.datetime:
+    """A TIME option (changes --since, get --at, diff --from/--to, export --since): one
+    grammar for all of them, so that what one accepts the others do. A duration counts back
+    from ``now`` (the clock when None: when the command line is read)."""
+    value = text.strip()
+    try:
+        try:
+            return dt.datetime.fromtimestamp(float(value), dt.UTC)
+        except ValueError:
+            pass  # not a number (or NaN): another form
+        if _DURATION.fullmatch(value):
+            from crawler.core.capacity import parse_duration_days
+
+            days = parse_duration_days(value)
+            return (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days)
+        parsed = dt.datetime.fromisoformat(value)
+    except (ValueError, OverflowError, OSError):  # unknown unit, or out of range
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time: give {TIME_FORMS}") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
 def plain(doc: str | None) -> str | None:

@@ -9,10 +9,12 @@ import re
 from collections import Counter
 from functools import lru_cache
 from typing import Final, NamedTuple
-from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urljoin, urlsplit, urlunsplit
 
 from selectolax.lexbor import LexborHTMLParser
 from w3lib.url import canonicalize_url
+
+from crawler.core.ipv4 import parse_ipv4
 
 MAX_URL_LENGTH: Final = 2083  # the historical Internet Explorer limit, the de facto maximum
 DEFAULT_PORTS: Final = {"http": 80, "https": 443}
@@ -22,6 +24,8 @@ _SESSION_ID_PREFIX: Final = "aspsessionid"  # IIS appends random letters: ASPSES
 _PATH_SESSION_ID: Final = re.compile(
     r";(?:jsessionid|phpsessid|sessionid|sid|aspsessionid[a-z]*)=[^/;?#]*", re.IGNORECASE
 )
+# A percent-decoded host kept as the host: letters, digits, dots, hyphens (and underscores).
+_ASCII_HOST: Final = re.compile(r"[A-Za-z0-9._-]+")
 _HREF_JUNK: Final = str.maketrans("", "", "\t\n\r")  # browsers drop these inside URLs
 _LINK_SELECTOR: Final = "a[href], area[href], link[href]"
 # Elements examined per link kept, so a page of junk links (javascript:, duplicates) still
@@ -44,11 +48,25 @@ def _is_session_param(pair: str) -> bool:
     return name in SESSION_ID_PARAMS or name.startswith(_SESSION_ID_PREFIX)
 
 
-def _without_default_port(parts: SplitResult) -> str:
-    """host[:port], with the scheme's default port and any user:password@ removed."""
-    host = parts.hostname or ""
+def _canonical_host(host: str) -> str:
+    """The host as the WHATWG URL Standard's host parser leaves it: percent-encoding undone
+    (when that leaves a plain ASCII name), and a host that ends in a number read as IPv4 and
+    written as the dotted quad (``127.1``, ``0x7f.0.0.1``, ``2130706433``: 127.0.0.1).
+    Raises ``ValueError`` for a host that ends in a number but is no address."""
     if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
+        return f"[{host}]"
+    if "%" in host:
+        decoded = unquote(host)
+        if _ASCII_HOST.fullmatch(decoded):
+            host = decoded.lower()
+    address = parse_ipv4(host)
+    return host if address is None else str(address)
+
+
+def _without_default_port(parts: SplitResult) -> str:
+    """host[:port], with the scheme's default port and any user:password@ removed, the host
+    canonical (``_canonical_host``)."""
+    host = _canonical_host(parts.hostname or "")
     port = parts.port  # raises ValueError on a malformed or out-of-range port
     if port is None or port == DEFAULT_PORTS.get(parts.scheme):
         return host
@@ -95,7 +113,9 @@ def normalize_url(url: str) -> str | None:
 
     Lower-case scheme and host, IDNA host, no default port, no credentials, normalised
     percent-encoding, no dot segments, "/" for an empty path, sorted query, no fragment (w3lib's
-    `canonicalize_url`), then session-id query and ;path parameters removed. Idempotent.
+    `canonicalize_url`), then session-id query and ;path parameters removed, and an IPv4 host
+    in any spelling the WHATWG URL Standard reads (``127.1``, ``0x7f.0.0.1``) as its dotted
+    quad; a host that ends in a number but is no address is malformed. Idempotent.
     """
     if _already_normal(url):
         return url

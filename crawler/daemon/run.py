@@ -85,6 +85,7 @@ async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics, settings: Settin
                     figures.due_now,
                     figures.most_overdue_seconds,
                     figures.hosts_leased,
+                    figures.due_paused,
                 )
         await asyncio.sleep(SAMPLE_INTERVAL_SECONDS)
 

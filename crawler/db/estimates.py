@@ -20,24 +20,29 @@ from crawler.db.queries import QUERIES
 from crawler.db.schema import URL_STATES
 
 EXACT_BELOW_ROWS = 100_000
+# Paused hosts' due URLs are counted exactly up to this many (an index-only range scan per
+# paused host, ~0.1 s at the cap), then estimated: a pause is rare, its backlog bounded.
+PAUSED_DUE_COUNTED_UP_TO = 1_000_000
 FIGURE_PREFIX = "figure:"
 
 
 @dataclass(frozen=True, slots=True)
 class FrontierFigures:
     urls_by_state: dict[str, int]
-    due_now: int
-    most_overdue_seconds: float
+    due_now: int  # due URLs of hosts not paused: the backlog
+    most_overdue_seconds: float  # the most overdue URL of a host not paused
     hosts_leased: int
     hosts_in_backoff: int
     hosts_circuit_open: int
     estimated: bool
+    due_paused: int = 0  # due URLs of paused hosts: never fetched until resumed, no backlog
 
     def as_state(self) -> dict[str, float]:
         """The figures as planner_state rows (key, value)."""
         values = {f"state:{s}": float(n) for s, n in self.urls_by_state.items()}
         values.update(
             due_now=self.due_now,
+            due_paused=self.due_paused,
             most_overdue_seconds=self.most_overdue_seconds,
             hosts_leased=self.hosts_leased,
             hosts_in_backoff=self.hosts_in_backoff,
@@ -61,6 +66,8 @@ class FrontierFigures:
             int(figures["hosts_in_backoff"]),
             int(figures["hosts_circuit_open"]),
             bool(figures["estimated"]),
+            # Absent from figures a daemon older than due_paused stored.
+            int(figures.get("due_paused", 0.0)),
         )
 
 
@@ -96,12 +103,36 @@ async def estimated_rows(conn: asyncpg.Connection | asyncpg.Pool, query: str, *a
     return plan_rows(json.loads(plan) if isinstance(plan, str) else plan)
 
 
+async def urls_due_paused(conn: asyncpg.Connection | asyncpg.Pool) -> int:
+    """Due URLs of paused hosts: exact up to PAUSED_DUE_COUNTED_UP_TO, estimated beyond.
+
+    An operator's pause is no backlog, so these are kept out of "due now" and shown apart;
+    they are counted host by host from the paused hosts (few), never found by walking the
+    due URLs of every host."""
+    paused = [r["id"] for r in await conn.fetch(QUERIES["paused_host_ids"])]
+    if not paused:
+        return 0
+    counted = int(await conn.fetchval(
+        QUERIES["urls_due_paused"], paused, PAUSED_DUE_COUNTED_UP_TO
+    ))
+    if counted < PAUSED_DUE_COUNTED_UP_TO:
+        return counted
+    return max(counted, await estimated_rows(conn, QUERIES["estimate_urls_due_paused"], paused))
+
+
+async def most_overdue_seconds(conn: asyncpg.Connection | asyncpg.Pool) -> float:
+    """How late the most overdue URL of a host not paused is (0 when none is due)."""
+    return float(await conn.fetchval(QUERIES["most_overdue_seconds"]) or 0.0)
+
+
 async def frontier_figures(
     conn: asyncpg.Connection | asyncpg.Pool, breaker_failure_threshold: int
 ) -> FrontierFigures:
-    """The gauges' figures: estimates on a large frontier, exact counts on a small one."""
-    overdue = await conn.fetchval(QUERIES["most_overdue_seconds"])
+    """The gauges' figures: estimates on a large frontier, exact counts on a small one.
+    Paused hosts' due URLs are counted apart (``due_paused``), not in the backlog."""
+    overdue = await most_overdue_seconds(conn)
     leased = int(await conn.fetchval(QUERIES["hosts_leased_count"]))
+    paused_due = await urls_due_paused(conn)
     total = await estimated_rows(conn, QUERIES["estimate_urls"])
     if total < EXACT_BELOW_ROWS:
         counts = await conn.fetchrow(QUERIES["status_counts"])
@@ -109,8 +140,9 @@ async def frontier_figures(
         health = await conn.fetchrow(QUERIES["hosts_health"], breaker_failure_threshold)
         assert counts is not None and health is not None
         return FrontierFigures(
-            states, counts["due_now"], float(overdue or 0.0), leased,
+            states, max(0, counts["due_all"] - paused_due), overdue, leased,
             health["in_backoff"], health["circuit_open"], estimated=False,
+            due_paused=paused_due,
         )
     states = {
         state: await estimated_rows(conn, QUERIES["estimate_urls_in_state"], state)
@@ -118,12 +150,13 @@ async def frontier_figures(
     }
     return FrontierFigures(
         {s: n for s, n in states.items() if n > 1},  # 1 is the planner's floor: none seen
-        await estimated_rows(conn, QUERIES["estimate_urls_due"]),
-        float(overdue or 0.0),
+        max(0, await estimated_rows(conn, QUERIES["estimate_urls_due"]) - paused_due),
+        overdue,
         leased,
         await estimated_rows(conn, QUERIES["estimate_hosts_in_backoff"]),
         await estimated_rows(
             conn, QUERIES["estimate_hosts_circuit_open"], breaker_failure_threshold
         ),
         estimated=True,
+        due_paused=paused_due,
     )

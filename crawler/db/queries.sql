@@ -200,6 +200,8 @@ url AS (
     SET state = n.state,
         next_fetch_at = n.next_fetch_at,
         last_fetched_at = n.last_fetched_at,
+        last_attempt_at = n.fetched_at,
+        last_outcome = n.outcome,
         last_status = n.last_status,
         last_simhash = n.last_simhash,
         last_content_hash = n.last_content_hash,
@@ -319,18 +321,29 @@ RETURNING h.id;
 SELECT min(ready_at) FROM hosts WHERE ready_at IS NOT NULL;
 
 -- name: status_counts
+-- due_all counts paused hosts' due URLs too: the caller takes urls_due_paused from it. The
+-- most overdue URL's lateness is most_overdue_seconds.
 SELECT
     (SELECT count(*) FROM urls) AS urls,
-    (SELECT count(*) FROM urls WHERE next_fetch_at <= now()) AS due_now,
+    (SELECT count(*) FROM urls WHERE next_fetch_at <= now()) AS due_all,
     (SELECT count(*) FROM hosts) AS hosts,
     (SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL
         AND lease_expires_at > now()) AS hosts_leased,
     (SELECT count(*) FROM observations
         WHERE fetched_at > now() - interval '1 hour') AS fetches_last_hour,
     (SELECT count(*) FROM observations
-        WHERE fetched_at > now() - interval '1 hour' AND changed) AS changes_last_hour,
-    (SELECT EXTRACT(EPOCH FROM now() - min(next_fetch_at)) FROM urls
-        WHERE next_fetch_at <= now()) AS most_overdue_seconds;
+        WHERE fetched_at > now() - interval '1 hour' AND changed) AS changes_last_hour;
+
+-- name: paused_host_ids
+-- The paused hosts' keys (hosts_paused_idx, a partial index: few rows).
+SELECT id FROM hosts WHERE paused;
+
+-- name: urls_due_paused
+-- Due URLs of the paused hosts $1 (urls_host_next_fetch_idx, host by host), counted up to $2:
+-- the cost is bounded however large a paused host's backlog.
+SELECT count(*) FROM (
+    SELECT 1 FROM urls WHERE host_id = ANY($1::bigint[]) AND next_fetch_at <= now() LIMIT $2
+) AS due;
 
 -- name: urls_by_state
 SELECT state, count(*) AS n FROM urls GROUP BY state ORDER BY state;
@@ -632,7 +645,9 @@ GROUP BY s.id ORDER BY s.root_url;
 -- A windowed site's URLs, by depth: those in state $2 (NULL: any), $3 of them (NULL: all)
 -- from the $4-th (`crawler urls --site` pages; the site's lifespans read them all).
 SELECT u.url, u.depth, u.in_window, u.state, u.last_status, u.entered_window_at,
-       u.left_window_at, u.last_fetched_at, u.fetch_count, u.change_count,
+       u.left_window_at, u.last_fetched_at,
+       COALESCE(u.last_attempt_at, u.last_fetched_at) AS last_attempt_at, u.last_outcome,
+       u.fetch_count, u.change_count,
        u.discovered_initially, s.created_at AS site_created_at, now() AS observed_until
 FROM urls AS u JOIN sites AS s ON s.id = u.site_id
 WHERE s.root_url = $1 AND u.host_id = crawler_url_host_id($1)
@@ -685,12 +700,18 @@ SELECT count(*) FILTER (WHERE backoff_until > now()) AS in_backoff,
            AS circuit_open
 FROM hosts;
 
--- name: most_overdue_urls
+-- name: most_overdue_hosts
+-- The $1 hosts not paused whose earliest URL is the most overdue (hosts_unpaused_due_idx):
+-- where `crawler status` looks for the most overdue URLs. A paused host is no backlog.
+SELECT id FROM hosts WHERE NOT paused AND next_due_at <= now() ORDER BY next_due_at LIMIT $1;
+
+-- name: host_most_overdue_urls
+-- Host $1's $2 most overdue URLs (urls_host_next_fetch_idx).
 SELECT url, next_fetch_at, EXTRACT(EPOCH FROM now() - next_fetch_at) AS overdue_seconds
 FROM urls
-WHERE next_fetch_at <= now()
+WHERE host_id = $1 AND next_fetch_at <= now()
 ORDER BY next_fetch_at
-LIMIT $1;
+LIMIT $2;
 
 -- name: hosts_in_backoff
 SELECT origin, backoff_until, consecutive_failures,
@@ -762,7 +783,9 @@ ORDER BY o.fetched_at, o.url_id;
 -- name: list_urls
 -- `crawler urls [--host] [--state]`: one page in primary-key order. $1 origin or NULL, $2 state
 -- or NULL, $3 offset, $4 page size (the origin's key, then urls_host_next_fetch_idx).
+-- The last attempt of a URL not fetched since migration 0015 is its last content fetch.
 SELECT u.url, h.origin, u.state, u.importance, u.next_fetch_at, u.last_fetched_at,
+       COALESCE(u.last_attempt_at, u.last_fetched_at) AS last_attempt_at, u.last_outcome,
        u.last_status, u.fetch_count, u.change_count
 FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
 WHERE ($1::text IS NULL OR (h.id = crawler_host_id($1) AND h.origin = $1))
@@ -876,8 +899,11 @@ ON CONFLICT (key) DO UPDATE SET value = planner_state.value + 1, updated_at = EX
 RETURNING value;
 
 -- name: most_overdue_seconds
--- How late the most overdue URL is (urls_next_fetch_idx: one index entry).
-SELECT EXTRACT(EPOCH FROM now() - min(next_fetch_at)) FROM urls WHERE next_fetch_at <= now();
+-- How late the most overdue URL of a host not paused is: the earliest next_due_at (each host's
+-- earliest next_fetch_at) of those hosts (hosts_unpaused_due_idx: one index entry). Skipping
+-- paused hosts in urls_next_fetch_idx instead would walk their whole backlog first.
+SELECT EXTRACT(EPOCH FROM now() - min(next_due_at)) FROM hosts
+WHERE NOT paused AND next_due_at <= now();
 
 -- name: hosts_leased_count
 -- Hosts under a live lease: at most the fleet's concurrency (hosts_lease_owner_idx).
@@ -892,6 +918,9 @@ SELECT 1 FROM urls WHERE state = $1;
 
 -- name: estimate_urls_due
 SELECT 1 FROM urls WHERE next_fetch_at <= now();
+
+-- name: estimate_urls_due_paused
+SELECT 1 FROM urls WHERE host_id = ANY($1::bigint[]) AND next_fetch_at <= now();
 
 -- name: estimate_hosts_in_backoff
 SELECT 1 FROM hosts WHERE backoff_until > now();

@@ -100,6 +100,8 @@ url AS (
     SET state = n.state,
         next_fetch_at = n.next_fetch_at,
         last_fetched_at = n.last_fetched_at,
+        last_attempt_at = n.fetched_at,
+        last_outcome = n.outcome,
         last_status = n.last_status,
         last_simhash = n.last_simhash,
         last_content_hash = n.last_content_hash,

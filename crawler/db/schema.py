@@ -93,6 +93,8 @@ hosts = Table(
     ),
     Index("hosts_ready_at_idx", "ready_at", postgresql_where=text("ready_at IS NOT NULL")),
     Index("hosts_paused_idx", "origin", postgresql_where=text("paused")),
+    # 0016_unpaused_due_index: the most overdue host not paused (the backlog gauges), one entry.
+    Index("hosts_unpaused_due_idx", "next_due_at", postgresql_where=text("NOT paused")),
     Index("hosts_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),
 )
 
@@ -188,6 +190,10 @@ urls = Table(
     # Whether the page's out-links were read since it joined its site (migration
     # 0013_out_links_read): until they are, it is fetched without validators and parsed.
     Column("out_links_read", Boolean, nullable=False, server_default=text("false")),
+    # The last fetch whatever its answer (migration 0015_last_attempt): last_fetched_at is the
+    # last one that brought content, which the change estimator's intervals start from.
+    Column("last_attempt_at", DateTime(timezone=True), nullable=True),
+    Column("last_outcome", Text, nullable=True),
     CheckConstraint(
         "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"
     ),

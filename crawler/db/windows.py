@@ -301,6 +301,8 @@ async def site_urls(
             "entered_at": frontier.to_iso(r["entered_window_at"]),
             "left_at": frontier.to_iso(r["left_window_at"]),
             "last_fetched_at": frontier.to_iso(r["last_fetched_at"]),
+            "last_attempt_at": frontier.to_iso(r["last_attempt_at"]),
+            "last_outcome": r["last_outcome"],
             "fetch_count": r["fetch_count"],
             "change_count": r["change_count"],
             **_lifespan_fields(_lifespan(r)),

@@ -54,7 +54,7 @@ async def print_progress(pool: asyncpg.Pool, started: float) -> None:
             print(
                 f"[{time.time() - started:5.0f}s] fetched {totals['fetches']:5d}  "
                 f"changes {totals['changes']:4d}  cosmetic-only {totals['cosmetic']:4d}  "
-                f"due {counts['due_now']:4d}  urls {counts['urls']}",
+                f"due {counts['due_all']:4d}  urls {counts['urls']}",
                 flush=True,
             )
 

@@ -7,8 +7,9 @@ refused address (IP literals, which aiohttp never sends to the resolver). Every 
 goes through the same connector, hence through both checks.
 
 Numeric IPv4 spellings that ``inet_aton`` accepts (``2130706433``, ``0177.0.0.1``,
-``0x7f.1``) are normalised by ``canonical_ipv4`` before a URL is requested (WHATWG URL
-Standard, "IPv4 parser").
+``0x7f.1``) are written as the dotted quad when a URL enters the frontier
+(``crawler.core.links.normalize_url``) and again by ``canonical_url`` before any URL is
+requested, a redirect's target too (WHATWG URL Standard, "IPv4 parser").
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
+
+from crawler.core.ipv4 import numeric_ipv4
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -76,41 +79,14 @@ class AddressBlocked(OSError):
         self.detail = detail
 
 
-def _parse_ipv4_part(part: str) -> int | None:
-    """One dot-separated part of an IPv4 spelling: decimal, 0x hex or 0-prefixed octal."""
-    if not part:
-        return None
-    try:
-        if part[:2].lower() == "0x":
-            return int(part[2:], 16) if part[2:] else 0
-        if len(part) > 1 and part[0] == "0":
-            return int(part[1:], 8)
-        return int(part, 10) if part.isdigit() else None
-    except ValueError:
-        return None
-
-
 def canonical_ipv4(host: str) -> ipaddress.IPv4Address | None:
     """The IPv4 address an ``inet_aton``-style spelling denotes, or None if it is a name.
 
     1 to 4 parts; the last part fills all the remaining bytes (``127.1`` is 127.0.0.1).
     Raises ``ValueError`` for a numeric spelling that is out of range (not a valid host).
+    The parts are read by ``crawler.core.ipv4``, the parser ``normalize_url`` uses too.
     """
-    parts = host.split(".")
-    if len(parts) > 1 and parts[-1] == "":
-        parts.pop()  # a trailing dot, as in a fully qualified name
-    if not 1 <= len(parts) <= 4:
-        return None
-    numbers = [_parse_ipv4_part(part) for part in parts]
-    if any(number is None for number in numbers):
-        return None
-    values = [number for number in numbers if number is not None]
-    if any(value > 255 for value in values[:-1]) or values[-1] >= 256 ** (5 - len(values)):
-        raise ValueError(f"IPv4 address out of range: {host!r}")
-    address = values[-1]
-    for index, value in enumerate(values[:-1]):
-        address += value << (8 * (3 - index))
-    return ipaddress.IPv4Address(address)
+    return numeric_ipv4(host)
 
 
 def parse_ip(host: str) -> IPAddress | None:

@@ -49,12 +49,15 @@ FLEET_WIDE = {
     "status_counts": "crawler status / gauges: whole-table counts by design",
     "urls_by_state": "crawler status: whole-table counts by design",
     "hosts_health": "crawler status: whole-table counts by design",
-    "most_overdue_urls": "crawler status: the most overdue URLs fleet-wide",
+    "most_overdue_hosts": "crawler status: the hosts due longest fleet-wide, by "
+                          "hosts_unpaused_due_idx; their URLs are then read by host_id",
+    "paused_host_ids": "gauge sampler and status: the paused hosts (hosts_paused_idx); their "
+                       "due URLs are then counted by host_id",
     "hosts_in_backoff": "crawler status: listing",
     "hosts_refused": "crawler status: listing",
     "hosts_paused": "crawler status: listing",
     "hosts_leased_count": "gauge sampler (one per fleet): hosts under a live lease",
-    "most_overdue_seconds": "gauge sampler: one index entry fleet-wide",
+    "most_overdue_seconds": "gauge sampler: one entry of hosts_unpaused_due_idx fleet-wide",
     "fetches_since": "planner: fetch rate over the fleet",
     "fleet_host_rates": "planner: the budget counts every host",
     "planner_id_range": "planner sampling: the key range it samples from",

@@ -92,3 +92,45 @@ def test_importance_and_remove(db_url: str, tmp_path: Path) -> None:
     assert gone.returncode == 0 and "removed 1 URL " in gone.stdout
     assert [u["url"] for u in json.loads(crawler("urls", "--json", db_url=db_url).stdout)
             ] == ["http://b.example/1"]
+
+
+HEADERS = ["url,importance", "URL, weight", '"url","importance"', "\ufeffurl,importance",
+           "# exported\nurl\tscore"]
+
+
+def test_importance_file_may_start_with_a_header(db_url: str, tmp_path: Path) -> None:
+    # A spreadsheet's CSV (BOM, CRLF, quoted header) as well as a hand-written one.
+    assert crawler("seed", "http://a.example/1", "http://a.example/2", db_url=db_url
+                   ).returncode == 0
+    weights = tmp_path / "weights.csv"
+    for n, header in enumerate(HEADERS, start=1):
+        weights.write_bytes(f"{header}\r\nhttp://a.example/1,{n}.5\r\nhttp://a.example/2 {n}\r\n"
+                            .encode())
+        result = crawler("importance", "--file", str(weights), db_url=db_url)
+        assert result.returncode == 0, (header, result.stderr)
+        assert "set the importance of 2 URLs (0 unknown)" in result.stdout
+        listed = {u["url"]: u["importance"]
+                  for u in json.loads(crawler("urls", "--json", db_url=db_url).stdout)}
+        assert listed == {"http://a.example/1": n + 0.5, "http://a.example/2": float(n)}, header
+
+
+MALFORMED = [
+    # Only the first row may be a header: a later one is a malformed row.
+    ("url,importance\nhttp://a.example/1,2\nurl,importance\n", 3, "malformed URL 'url'"),
+    ("url,importance\nhttp://a.example/1,two\n", 2, "importance 'two'"),
+    ("http://a.example/1,weight\n", 1, "importance 'weight'"),  # a URL: data, not a header
+    ("url,importance,rank\nhttp://a.example/1,2\n", 1, "expected 'url,weight'"),
+    ("url,importance\n\n# a comment\nhttp://a.example/1,2,3\n", 4, "expected 'url,weight'"),
+]
+
+
+def test_importance_file_reports_malformed_rows_by_line(db_url: str, tmp_path: Path) -> None:
+    assert crawler("seed", "http://a.example/1", db_url=db_url).returncode == 0
+    weights = tmp_path / "weights.csv"
+    for content, line, what in MALFORMED:
+        weights.write_text(content)
+        assert_one_line(crawler("importance", "--file", str(weights), db_url=db_url),
+                        f"{weights}:{line}: ", what)
+    # Nothing was set: a file with a malformed line is refused whole.
+    assert [u["importance"] for u in json.loads(crawler("urls", "--json", db_url=db_url).stdout)
+            ] == [1.0]

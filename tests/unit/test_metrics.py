@@ -139,7 +139,7 @@ def test_host_and_frontier_events() -> None:
     metrics.politeness_wait(0.5)
     metrics.db_transaction(0.003)
     metrics.frontier_sampled({"active": 7, "gone": 1}, due=3, most_overdue_seconds=12.5,
-                             hosts_leased=2)
+                             hosts_leased=2, due_paused=40)
     assert value(metrics, "crawler_robots_denials_total") == 1
     assert value(metrics, "crawler_host_backoffs_total") == 2
     assert value(metrics, "crawler_host_backoff_seconds_total") == 120
@@ -150,6 +150,7 @@ def test_host_and_frontier_events() -> None:
     assert value(metrics, "crawler_urls", {"state": "active"}) == 7
     assert value(metrics, "crawler_urls", {"state": "new"}) == 0  # every state is exported
     assert value(metrics, "crawler_urls_due") == 3
+    assert value(metrics, "crawler_urls_due_paused") == 40  # a paused host is no backlog
     assert value(metrics, "crawler_most_overdue_seconds") == 12.5
     assert value(metrics, "crawler_hosts_leased") == 2
 
