@@ -19,6 +19,7 @@ import asyncpg
 import pytest
 from aiohttp import web
 from daemon import daemon_env, start_daemon
+from inprocess import NullEvents, wait_for
 from tls import TestCA, serve, server_context
 
 from crawler.config import default_settings, schedule_policy
@@ -35,19 +36,6 @@ pytestmark = pytest.mark.timeout(120)
 LIMITS = fetch_limits(
     default_settings(), connect_timeout=1.0, first_byte_timeout=2.0, total_timeout=8.0
 )
-WAIT_SECONDS = 60.0
-
-
-class NullEvents:
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        return lambda *args, **kwargs: None
-
-
-async def wait_for(condition: Callable[[], Awaitable[bool]], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not await condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture

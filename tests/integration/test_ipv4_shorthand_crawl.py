@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 import asyncpg
 import pytest
 from aiohttp import web
+from inprocess import NullEvents, wait_for
 from test_cli_errors import crawler
 
 from crawler.config import default_settings, schedule_policy
@@ -23,21 +22,8 @@ from crawler.net.ssrf import AddressPolicy
 
 pytestmark = pytest.mark.timeout(120)
 
-WAIT_SECONDS = 60.0
 SPELLINGS = ["127.1", "0x7f.0.0.1", "2130706433", "0177.0.0.01", "127.0.0.1.", "%31%32%37.1",
              "127.0.0.1"]
-
-
-class NullEvents:
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        return lambda *args, **kwargs: None
-
-
-async def wait_for(condition: Callable[[], Awaitable[bool]], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not await condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def serve(requests: list[str]) -> tuple[web.AppRunner, int]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 import asyncpg
 import pytest
 from aiohttp import web
+from inprocess import NullEvents, wait_for
 from test_cli_errors import crawler
 
 from crawler.config import default_settings, schedule_policy
@@ -27,20 +27,6 @@ from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
 
 pytestmark = pytest.mark.timeout(120)
-
-WAIT_SECONDS = 60.0
-
-
-class NullEvents:
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        return lambda *args, **kwargs: None
-
-
-async def wait_for(condition: Callable[[], Awaitable[bool]], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not await condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def answer(request: web.Request) -> web.Response:
