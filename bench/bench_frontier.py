@@ -30,6 +30,7 @@ from dataclasses import replace
 
 import asyncpg
 import numpy as np
+import uvloop
 from scratch import add_database_url
 
 from crawler.config import default_settings, schedule_policy, transition_config
@@ -370,4 +371,5 @@ if __name__ == "__main__":
     add_database_url(parser)
     args = parser.parse_args()
     sizes = [(int(u), int(h)) for u, h in (p.split(":") for p in args.sizes.split(","))]
-    asyncio.run(main(args.database_url, sizes, not args.no_planner, args.record_seconds))
+    # On uvloop, as the daemon runs (crawler.cli.run_with_uvloop): the figures are its own.
+    uvloop.run(main(args.database_url, sizes, not args.no_planner, args.record_seconds))

@@ -61,6 +61,8 @@ def effective_region(
     """A URL's own region when it has one, else its window's (the site's), else the page."""
     if watch is not None or ignore is not None:
         return Region(watch, ignore)
+    if site_watch is None and site_ignore is None:
+        return WHOLE_PAGE  # nearly every URL: no new object per claimed row
     return Region(site_watch, site_ignore)
 
 

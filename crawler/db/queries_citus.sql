@@ -47,7 +47,11 @@ lu AS MATERIALIZED (
 SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lh.lease_expires_at AS host_lease_expires_at, lh.lease_epoch, now() AS db_now,
        lh.host_failures, lh.backoff_until,
-       lh.robots_body, lh.robots_status, lh.robots_fetched_at, lh.robots_good_at,
+       -- The robots.txt body (up to 500 KiB) on each host's first row only, not once per
+       -- URL: the client reads it from that row (crawler.db.frontier.claim).
+       CASE WHEN row_number() OVER (PARTITION BY lh.id ORDER BY lu.next_fetch_at, lu.id) = 1
+            THEN lh.robots_body END AS robots_body,
+       lh.robots_status, lh.robots_fetched_at, lh.robots_good_at,
        lh.robots_expires_at, lh.robots_unreachable_since,
        lu.id AS url_id, lu.url, lu.state, lu.importance, lu.next_fetch_at, lu.last_fetched_at,
        lu.last_status, lu.last_simhash, lu.last_content_hash, lu.etag, lu.last_modified,
@@ -61,7 +65,7 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
 FROM leased_hosts AS lh
 LEFT JOIN lu ON lu.host_id = lh.id
 LEFT JOIN sites AS s ON s.id = lu.site_id
-ORDER BY lh.id, lu.next_fetch_at;
+ORDER BY lh.id, lu.next_fetch_at, lu.id;
 
 -- name: record_fetches
 -- As queries.sql's (one fetch_record per fetch in $1, at most one per host, fenced per item,
