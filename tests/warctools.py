@@ -41,14 +41,17 @@ def index_offsets(path: Path) -> dict[int, str]:
 
 
 def check_index_rows(root: Path, rows: list[dict[str, object]]) -> None:
-    """Every index row reads back a record of its type whose payload digest matches; every
-    revisit refers to a response record that exists."""
+    """Every index row reads back a record of its type whose payload digest (and URI, when
+    the row has one) matches; every revisit refers to a response record that exists, by its
+    id and by the URI and date it was stored under (what replay tools look it up by)."""
     by_record_id = {r["record_id"]: r for r in rows}
     for row in rows:
         record = read_record(root, str(row["warc_file"]), int(row["warc_offset"]))  # type: ignore[call-overload]
         assert record.record_type == row["record_type"], row
         assert record.warc_header("WARC-Record-ID") == row["record_id"]
         assert record.warc_header("WARC-Payload-Digest") == row["payload_digest"]
+        if row.get("target_uri") is not None:
+            assert record.warc_header("WARC-Target-URI") == row["target_uri"], row
         if row["record_type"] == "response":
             assert payload_digest(record.stored_payload) == row["payload_digest"], row
         else:
@@ -57,3 +60,6 @@ def check_index_rows(root: Path, rows: list[dict[str, object]]) -> None:
             assert record.warc_header("WARC-Refers-To") == original["record_id"]
             back = read_record(root, str(original["warc_file"]), int(original["warc_offset"]))  # type: ignore[call-overload]
             assert payload_digest(back.stored_payload) == row["payload_digest"]
+            for refers, header in (("WARC-Refers-To-Target-URI", "WARC-Target-URI"),
+                                   ("WARC-Refers-To-Date", "WARC-Date")):
+                assert record.warc_header(refers) == back.warc_header(header), (row, refers)

@@ -336,7 +336,7 @@ class Worker:
         if self.collection is not None:
             stored = await self.collection.prepare(done, result)
             if stored is not None:
-                writes = (stored.write,)
+                writes = (stored,)
                 done = stored.adjusted(done)  # a 304 with no original: next fetch in full
         # Fenced like every write under the lease: the stored record's index row and change
         # event commit with the fetch only while this daemon holds the host. The recorder

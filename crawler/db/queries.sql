@@ -822,32 +822,34 @@ DELETE FROM hosts WHERE id = crawler_host_id($1) AND origin = $1 RETURNING id;
 
 -- name: last_stored_response
 -- The URL's newest stored response: what a revisit refers to, and the base of a change's diff.
-SELECT fetched_at, warc_file, warc_offset, record_id, payload_digest
+-- target_uri is NULL for a row stored before 0017 (the revisit then names its own URI).
+SELECT fetched_at, warc_file, warc_offset, record_id, payload_digest, target_uri
 FROM stored_records
 WHERE url_id = $1 AND host_id = $2 AND record_type = 'response'
 ORDER BY fetched_at DESC
 LIMIT 1;
 
 -- name: collection_rows
--- Not a statement: one stored WARC record ($1, a stored_records row as JSON, or NULL) and its
--- change event ($2, a change_events row as JSON, or NULL), as CTEs. Both rows are built by
+-- Not a statement: stored WARC records ($1, a JSON array of stored_records rows) and change
+-- events ($2, a JSON array of change_events rows), as CTEs: those of one fetch, or of every
+-- fetch of a recorder batch (one statement, not one per fetch). The rows are built by
 -- crawler.store.collect.CollectionWrite.rows and read by column name. crawler.store.collect
--- runs them in the fetch's transaction, after its fence (a retried commit changes nothing).
+-- runs them in the fetches' transaction, after its fence (a retried commit changes nothing).
 collection_stored AS (
     INSERT INTO stored_records (url_id, fetched_at, record_type, status, warc_file,
                                 warc_offset, warc_length, record_id, payload_digest,
-                                payload_bytes, changed, refers_to, host_id)
+                                payload_bytes, changed, refers_to, host_id, target_uri)
     SELECT url_id, fetched_at, record_type, status, warc_file, warc_offset, warc_length,
-           record_id, payload_digest, payload_bytes, changed, refers_to, host_id
-    FROM jsonb_populate_record(NULL::stored_records, $1::jsonb)
-    WHERE $1::jsonb IS NOT NULL AND EXISTS (SELECT 1 FROM lease)
+           record_id, payload_digest, payload_bytes, changed, refers_to, host_id, target_uri
+    FROM jsonb_populate_recordset(NULL::stored_records, $1::jsonb)
+    WHERE EXISTS (SELECT 1 FROM lease)
     ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
 ),
 collection_event AS (
     INSERT INTO change_events (url_id, fetched_at, kind, payload, host_id)
     SELECT url_id, fetched_at, kind, payload, host_id
-    FROM jsonb_populate_record(NULL::change_events, $2::jsonb)
-    WHERE $2::jsonb IS NOT NULL AND EXISTS (SELECT 1 FROM lease)
+    FROM jsonb_populate_recordset(NULL::change_events, $2::jsonb)
+    WHERE EXISTS (SELECT 1 FROM lease)
     ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
 )
 

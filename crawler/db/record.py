@@ -4,6 +4,8 @@ The worker's only write per fetch. ``extra_writes`` is the extension point for r
 commit with the observation (a stored version's index row, a change-event outbox row): each
 runs on the same connection inside the transaction, after the frontier's own statements, and
 must be idempotent like them (a transaction retried after a lost acknowledgement runs again).
+One that also has a ``write_many(conn, writes)`` (a static method) is given every fetch's of a
+batch at once, so that a batch costs one statement per kind of row, not one per fetch.
 
 ``write_batch`` commits many hosts' fetches in one transaction (one statement when they have
 no extra writes): per-fetch round trips and commits, not PostgreSQL's work per row, are what
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -82,10 +85,19 @@ async def write_batch(
     else:
         async with pool.acquire() as conn, conn.transaction():
             written = await frontier.record_fetches(conn, rows)
+            # An extra write with a ``write_many`` (the collection's rows) writes the whole
+            # batch's in one statement; any other runs once per fetch.
+            together: dict[Any, list[ExtraWrite]] = {}
             for item in items:
                 if item.t.url_id in written:
                     for write in item.extra_writes:
-                        await write(conn, item.t)
+                        many = getattr(write, "write_many", None)
+                        if many is None:
+                            await write(conn, item.t)
+                        else:
+                            together.setdefault(many, []).append(write)
+            for many, writes in together.items():
+                await many(conn, writes)
     refused = [i.t for i in items if i.release and i.t.url_id not in written]
     if refused:  # given back by a first attempt (extra writes and all) whose ack was lost?
         written.update(dict.fromkeys(await frontier.recorded(pool, refused), False))

@@ -287,6 +287,8 @@ stored_records = Table(
     Column("refers_to", Text, nullable=True),  # a revisit's original: its WARC-Record-ID
     # 0010_citus: the URL's host_id, in every key (the rows live with their host).
     Column("host_id", BigInteger, nullable=False, primary_key=True),
+    # 0017: the record's WARC-Target-URI (a revisit names its original's); NULL before 0017.
+    Column("target_uri", Text, nullable=True),
     ForeignKeyConstraint(["url_id", "host_id"], ["urls.id", "urls.host_id"],
                          ondelete="CASCADE", name="stored_records_url_id_host_id_fkey"),
     CheckConstraint(

@@ -90,6 +90,8 @@ class StoredRecord:
     record_id: str
     payload_digest: str
     payload_bytes: int
+    # WARC-Target-URI: a redirect hop's or a redirect's target's is not the URL's.
+    url: str
 
 
 @dataclass(frozen=True, slots=True)

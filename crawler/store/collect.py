@@ -28,6 +28,7 @@ import dataclasses
 import datetime as dt
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -79,6 +80,8 @@ class LastResponse:
     offset: int
     record_id: str
     payload_digest: str
+    # Its WARC-Target-URI, which a revisit names; None for rows stored before 0017.
+    url: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +108,9 @@ class CollectionWrite:
             t, record=dataclasses.replace(t.record, etag=None, last_modified=None)
         )
 
-    def params(self) -> list[str | None]:
-        """Parameters of ``collection_rows``: the stored_records row and the change_events row,
-        each as JSON named by column (None when there is no such row)."""
+    def rows(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The stored_records row and the change_events row, by column (None when there is
+        no such row)."""
         s = self.stored
         at = _at(self.fetched_at).isoformat()
         stored = None if s is None else {
@@ -116,19 +119,38 @@ class CollectionWrite:
             "status": self.status, "warc_file": s.file, "warc_offset": s.offset,
             "warc_length": s.length, "record_id": s.record_id,
             "payload_digest": s.payload_digest, "payload_bytes": s.payload_bytes,
-            "changed": self.changed, "refers_to": self.refers_to,
+            "changed": self.changed, "refers_to": self.refers_to, "target_uri": s.url,
         }
         event = None if self.event_kind is None else {
             "url_id": self.url_id, "host_id": self.host_id, "fetched_at": at,
             "kind": self.event_kind,
             "payload": self.event,
         }
-        return [None if row is None else json.dumps(row) for row in (stored, event)]
+        return stored, event
 
-    async def write(self, conn: asyncpg.Connection, t: Transition) -> None:
+    async def __call__(self, conn: asyncpg.Connection, t: Transition) -> None:
         """An ``ExtraWrite`` of ``crawler.db.record``: one statement in the fetch's transaction."""
         del t  # everything needed was captured when the record was stored (and adjusted)
-        await conn.execute(insert_stored_record(), *self.params())
+        await self.write_many(conn, [self])
+
+    @staticmethod
+    async def write_many(conn: asyncpg.Connection, writes: Sequence[CollectionWrite]) -> None:
+        """Many fetches' rows in one statement: how ``crawler.db.record.write_batch`` writes a
+        batch's collection rows (one round trip, not one per fetch)."""
+        await conn.execute(insert_stored_record(), *collection_params(writes))
+
+
+def collection_params(writes: Sequence[CollectionWrite]) -> list[str]:
+    """Parameters of ``collection_rows``: the stored records and the change events of
+    ``writes``, each a JSON array."""
+    stored, events = [], []
+    for write in writes:
+        row, event = write.rows()
+        if row is not None:
+            stored.append(row)
+        if event is not None:
+            events.append(event)
+    return [json.dumps(stored), json.dumps(events)]
 
 
 @lru_cache(maxsize=1)
@@ -146,7 +168,7 @@ async def last_response(
     if row is None:
         return None
     return LastResponse(row["fetched_at"].timestamp(), row["warc_file"], row["warc_offset"],
-                        row["record_id"], row["payload_digest"])
+                        row["record_id"], row["payload_digest"], row["target_uri"])
 
 
 class Collection:
@@ -224,7 +246,7 @@ class Collection:
             if stored.record_type == RESPONSE:
                 self._remember(record.url_id, obs.content_hash, LastResponse(
                     obs.fetched_at, stored.file, stored.offset, stored.record_id,
-                    stored.payload_digest,
+                    stored.payload_digest, stored.url,
                 ))
             if self.metrics is not None:
                 self.metrics.stored(stored.record_type, stored.length)
@@ -331,8 +353,11 @@ def _write(
     if identical and original is not None and (
         capture.status == 304 or capture.payload_digest() == original.payload_digest
     ):
+        # The URI the original was stored under: after a temporary redirect whose target
+        # moved, not this capture's. Unknown for rows indexed before 0017: this one's.
         stored = store.write_revisit(capture, Original(
-            capture.url, original.fetched_at, original.record_id, original.payload_digest
+            original.url or capture.url, original.fetched_at, original.record_id,
+            original.payload_digest,
         ))
         return stored, None
     if capture.status == 304:

@@ -296,7 +296,7 @@ class WarcStore:
         ], _http_request_head(capture), "request")
         offset, length = self._write([response, request])
         return StoredRecord(RESPONSE, self._name, offset, length, record_id, digest,
-                            len(payload))
+                            len(payload), capture.url)
 
     def write_revisit(self, capture: Capture, original: Original) -> StoredRecord:
         record_id = new_record_id()
@@ -317,7 +317,7 @@ class WarcStore:
         ], head, "response")
         offset, length = self._write([revisit])
         return StoredRecord(REVISIT, self._name, offset, length, record_id,
-                            original.payload_digest, 0)
+                            original.payload_digest, 0, capture.url)
 
     # -- reading ----------------------------------------------------------------------------
 

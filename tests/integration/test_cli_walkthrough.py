@@ -272,7 +272,7 @@ def _store_versions(db_url: str, warc: Path, url: str, bodies: list[str]) -> Non
                        "warc_offset": s.offset, "warc_length": s.length,
                        "record_id": s.record_id, "payload_digest": s.payload_digest,
                        "payload_bytes": s.payload_bytes, "changed": n > 0, "refers_to": None}
-                await conn.execute(insert_stored_record(), json.dumps(row), None)
+                await conn.execute(insert_stored_record(), json.dumps([row]), "[]")
         finally:
             await conn.close()
 

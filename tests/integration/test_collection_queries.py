@@ -51,7 +51,7 @@ async def test_the_collection_rows_alone_write_once(db_url: str) -> None:
                   "changed": True, "refers_to": None}
         event = {"url_id": url_id, "host_id": host_id, "fetched_at": at, "kind": "changed",
                  "payload": {"url": "http://127.0.0.1:1/a"}}
-        params = [json.dumps(stored), json.dumps(event)]
+        params = [json.dumps([stored]), json.dumps([event])]
         for _ in range(2):
             await conn.execute(insert_stored_record(), *params)
         counts = await conn.fetchrow(

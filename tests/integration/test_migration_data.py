@@ -156,6 +156,8 @@ async def test_0001_to_latest_keeps_every_url_schedule_and_observation(
                 assert await conn.fetchval(
                     f"SELECT count(*) FROM {table}_p{month}"
                 ) == expected, (table, month)
+        # 0017: a record's URI is only in its WARC file; the rows stored before have none.
+        assert [r["target_uri"] for r in await snapshot(conn, "stored_records")] == [None] * 24
         # New rows continue the same id sequence, and the foreign keys still cascade.
         url_id = urls_0001[0]["id"]
         new_id = await conn.fetchval(

@@ -31,6 +31,8 @@ from crawler.metrics import Metrics
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
 from crawler.settings import Settings
+from crawler.store.base import StoredRecord
+from crawler.store.collect import CollectionWrite
 
 # Each test with the plain statements and with the Citus variants (conftest.statements).
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("statements")]
@@ -71,6 +73,58 @@ async def test_many_hosts_fetches_commit_in_one_transaction(db_url: str) -> None
         assert recorder.releases.batches == 1
         assert await pool.fetchval(
             "SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL") == 0
+    finally:
+        await pool.close()
+
+
+async def test_a_batch_writes_its_collection_rows_in_one_statement(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every fetch of a batch stores a record and some raise a change event: the batch
+    writes all their rows with one statement (``write_many``), not one per fetch, and a
+    retried batch writes none twice."""
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        claims = await claimed(pool, 6)
+        calls: list[int] = []
+        real_many = CollectionWrite.write_many
+
+        async def counted(conn: asyncpg.Connection, writes: list[CollectionWrite]) -> None:
+            calls.append(len(writes))
+            await real_many(conn, writes)
+
+        async def never_alone(self: CollectionWrite, conn: object, t: object) -> None:
+            raise AssertionError("a batched fetch's collection rows written on their own")
+
+        monkeypatch.setattr(CollectionWrite, "write_many", staticmethod(counted))
+        monkeypatch.setattr(CollectionWrite, "__call__", never_alone)
+        transitions = [fetched(c) for c in claims]
+        writes = [
+            CollectionWrite(
+                t.url_id, t.observation.fetched_at, 200, n % 2 == 0,
+                StoredRecord("response", "a.warc.gz", 100 * n, 100, f"<urn:uuid:{n}>",
+                             f"sha1:{n}", 10, f"http://x/{n}"),
+                None, "changed" if n % 2 == 0 else None,
+                {"n": n} if n % 2 == 0 else None, host_id=c.host_id,
+            )
+            for n, (t, c) in enumerate(zip(transitions, claims, strict=True))
+        ]
+        recorder = Recorder(pool, linger_seconds=0.2)  # long enough to gather all six
+        for _ in range(2):  # the second time as a batch retried after a lost acknowledgement
+            await asyncio.gather(*(
+                recorder.record(t, c.lease, (w,))
+                for t, c, w in zip(transitions, claims, writes, strict=True)
+            ))
+        assert calls == [6, 6]
+        rows = await pool.fetch(
+            "SELECT s.url_id, s.warc_offset, s.target_uri, e.payload FROM stored_records s "
+            "LEFT JOIN change_events e USING (url_id, fetched_at, host_id) ORDER BY warc_offset"
+        )
+        assert [(r["url_id"], r["warc_offset"], r["target_uri"]) for r in rows] == [
+            (t.url_id, 100 * n, f"http://x/{n}") for n, t in enumerate(transitions)
+        ]
+        assert [r["payload"] is not None for r in rows] == [True, False] * 3
+        assert await transactions(pool, "stored_records") == 1
     finally:
         await pool.close()
 
@@ -352,11 +406,12 @@ async def test_the_worker_records_many_hosts_fetches_per_transaction(db_url: str
     await server.start()
     urls = [(f"http://{a}:{server.port}/p{i}", 1.0) for a in addresses for i in range(3)]
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=6)
-    session = new_session("test-crawler", fetch_limits(default_settings(), total_timeout=5.0),
+    # Generous timeouts: a robots.txt that times out on a loaded machine backs its host off.
+    session = new_session("test-crawler", fetch_limits(default_settings(), total_timeout=15.0),
                           address_policy=AddressPolicy(["127.0.0.0/8"]))
     config = worker_config(Settings(
         concurrency=30, claim_batch_hosts=30, claim_urls_per_host=3, lease_seconds=30.0,
-        poll_interval=0.05, politeness_delay=0.1, total_timeout=5.0, default_interval=3600.0,
+        poll_interval=0.05, politeness_delay=0.1, total_timeout=15.0, default_interval=3600.0,
     ), "batching")
     worker = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
     task = asyncio.create_task(worker.run())
