@@ -112,7 +112,8 @@ def add_setting(parser: argparse.ArgumentParser, field: str, **kwargs: Any) -> N
         "--" + field.replace("_", "-"),
         dest=field,
         default=None,
-        help=f"{info.description} [env {env_name(field)}; default {shown}]",
+        # argparse formats help with %: a description's own % must not be read as a format.
+        help=f"{info.description} [env {env_name(field)}; default {shown}]".replace("%", "%%"),
         **kwargs,
     )
 

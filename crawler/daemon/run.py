@@ -279,7 +279,8 @@ async def _start(
     if settings.store_versions:
         directory = warc_dir(settings)
         warc_store = await asyncio.to_thread(
-            WarcStore, directory, max_bytes=settings.warc_max_bytes, writer_name=owner
+            WarcStore, directory, max_bytes=settings.warc_max_bytes, writer_name=owner,
+            gzip_level=settings.warc_gzip_level,
         )
         for name in warc_store.recovered:
             log.warning("closed %s, left open by a writer that stopped", name)

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
 from warctools import check_files, index_offsets
 
+from crawler.settings import Settings
 from crawler.store.base import Capture, Original, payload_digest
-from crawler.store.warc import OPEN_SUFFIX, SUFFIX, WarcStore, complete_prefix, recover
+from crawler.store.warc import (
+    GZIP_LEVEL,
+    OPEN_SUFFIX,
+    SUFFIX,
+    WarcStore,
+    complete_prefix,
+    recover,
+)
 
 
 def capture(n: int, body: bytes | None = None, status: int = 200) -> Capture:
@@ -127,3 +137,28 @@ def test_an_encoded_body_is_stored_as_received_and_read_back_decoded(tmp_path: P
         again = store.read(revisit.file, revisit.offset)
         assert again.http_header("Content-Encoding") == encoding
         assert again.warc_header("WARC-Payload-Digest") == payload_digest(wire)
+
+
+def test_the_gzip_level_trades_cpu_for_size_and_every_level_reads_back(tmp_path: Path) -> None:
+    """CRAWLER_WARC_GZIP_LEVEL reaches the records: the same HTML stored at level 1 takes more
+    bytes than at 12, and both files are WARC that warcio reads back whole."""
+    words = " ".join(f"word{n % 97} term{n % 13}" for n in range(3000))
+    body = f"<html><body><p>{words}</p></body></html>".encode()
+    sizes = {}
+    for level in (1, 12):
+        root = tmp_path / str(level)
+        store = WarcStore(root, max_bytes=10**9, writer_name="t", gzip_level=level)
+        stored = store.write_response(capture(0, body))
+        assert store.read(stored.file, stored.offset).payload == body
+        store.close()
+        [file] = sorted(root.glob("*" + SUFFIX))
+        check_files([file])
+        sizes[level] = stored.length
+    assert sizes[1] > sizes[12]
+
+
+def test_a_gzip_level_outside_libdeflates_range_is_refused() -> None:
+    for level in (0, 13):
+        with pytest.raises(ValidationError, match="warc_gzip_level"):
+            Settings(warc_gzip_level=level)
+    assert Settings().warc_gzip_level == GZIP_LEVEL == 6
