@@ -3,8 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+
+from aiohttp import web
+
+from crawler.config import default_settings, schedule_policy
+from crawler.daemon.config import worker_config
+from crawler.daemon.worker import WorkerConfig
+from crawler.net.fetch import FetchLimits
+
+
+def quick_worker_config(owner: str, limits: FetchLimits, *, concurrency: int) -> WorkerConfig:
+    """The defaults, made quick for a test: an hour's revisit interval, a 60 s lease, a 10 ms
+    politeness delay and a 50 ms idle poll."""
+    return replace(
+        worker_config(default_settings(), owner),
+        concurrency=concurrency, lease_seconds=60.0, poll_interval=0.05, politeness_delay=0.01,
+        limits=limits,
+        schedule=schedule_policy(default_settings(), default_interval_seconds=3600.0),
+    )
 
 
 class NullEvents:
@@ -22,3 +42,22 @@ async def wait_for(
     while not await condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def serve_loopback(
+    handle: Callable[[web.Request], Awaitable[web.StreamResponse]], host: str = "127.0.0.1"
+) -> AsyncIterator[str]:
+    """Serve ``handle`` for every GET on a free port of ``host`` (loopback); yields the
+    origin, ``http://host:port``, and stops the server on exit."""
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        yield f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()

@@ -371,8 +371,22 @@ class Worker:
         )
 
     async def _release(self, host: HostClaim) -> None:
-        with contextlib.suppress(*DB_ERRORS):
-            if not await self.recorder.release(host.lease):
+        """Give the host back, retrying a transient failure while the lease lasts and the
+        daemon runs: a release lost to a dropped connection or a deadlock would leave the host
+        (and every host of its batch) idle until the lease expired, minutes later. Any other
+        database error, or a stop, leaves the host to the lease's expiry."""
+        attempts = 0
+
+        async def release() -> bool:
+            nonlocal attempts
+            attempts += 1
+            return await self.recorder.release(host.lease)
+
+        with contextlib.suppress(*DB_ERRORS, LeaseLost):
+            released = await self._with_db_retry(release, lease=host.lease, until_stop=True)
+            # After a retry, a lease already gone may be the first attempt's work, committed
+            # but unacknowledged: no rejection to report then.
+            if released is False and attempts == 1:
                 self.events.lease_rejected("release")
                 log.warning("lease on %s expired before it was released", host.origin)
 
@@ -383,14 +397,13 @@ class Worker:
         the transaction lost a deadlock or serialization conflict.
 
         Every operation retried here is idempotent (absolute values, unique observations).
-        ``until_stop`` operations (claims) give up, returning None, once the daemon stops; a
-        write under ``lease`` gives up (``LeaseLost``) once the lease has run out, since the
-        database would refuse it anyway.
+        ``until_stop`` operations (claims, releases) are retried only while the daemon runs:
+        once it stops they give up, returning None (the fetch loop claims only while running,
+        and a release at shutdown is still tried once). A write under ``lease`` gives up
+        (``LeaseLost``) once the lease has run out, since the database would refuse it anyway.
         """
         backoff = 0.1
         while True:
-            if until_stop and self.stopping.is_set():
-                return None
             started = time.monotonic()
             try:
                 value = await op()
@@ -403,6 +416,8 @@ class Worker:
                 if until_stop:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.stopping.wait(), backoff)
+                    if self.stopping.is_set():
+                        return None
                 else:
                     await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, DB_RETRY_MAX_SECONDS)

@@ -10,7 +10,6 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +18,12 @@ import asyncpg
 import pytest
 from aiohttp import web
 from daemon import daemon_env, start_daemon
-from inprocess import NullEvents, wait_for
+from inprocess import NullEvents, quick_worker_config, serve_loopback, wait_for
 from tls import TestCA, serve, server_context
 
-from crawler.config import default_settings, schedule_policy
+from crawler.config import default_settings
 from crawler.core import bounds
-from crawler.daemon.config import fetch_limits, worker_config
+from crawler.daemon.config import fetch_limits
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.net.fetch import new_session
@@ -56,12 +55,7 @@ async def run_worker(
             "testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]),
             ca_bundle=ca.write(tmp_path / "ca.pem") if ca else None,
         )
-        config = replace(
-            worker_config(default_settings(), "edge-test"),
-            concurrency=4, lease_seconds=60.0, poll_interval=0.05, politeness_delay=0.01,
-            limits=LIMITS,
-            schedule=schedule_policy(default_settings(), default_interval_seconds=3600.0),
-        )
+        config = quick_worker_config("edge-test", LIMITS, concurrency=4)
         worker = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
         started.append((worker, asyncio.create_task(worker.run()), session))
         return worker
@@ -144,15 +138,7 @@ async def test_hostile_pages_are_recorded_and_the_loop_goes_on(
         body, content_type = pages[request.path]
         return web.Response(body=body, headers={"Content-Type": content_type})
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        origin = f"http://127.0.0.1:{port}"
+    async with serve_loopback(handle) as origin:
         await frontier.seed(pool, [(origin + path, 1.0) for path in pages], time.time() - 1)
         await run_worker(None)
 
@@ -161,8 +147,6 @@ async def test_hostile_pages_are_recorded_and_the_loop_goes_on(
             return bool(count >= len(pages))
 
         await wait_for(all_recorded, "every page's observation")
-    finally:
-        await runner.cleanup()
     rows = await pool.fetch(
         "SELECT u.url, o.outcome, o.error_kind, o.simhash, o.content_hash, o.truncated "
         "FROM observations o JOIN urls u ON u.id = o.url_id"
@@ -188,3 +172,42 @@ async def test_unreadable_ca_bundle_stops_the_daemon_with_its_name(
     output = out.decode()
     assert proc.returncode == 2, output
     assert f"CRAWLER_CA_BUNDLE={bundle}" in output, output
+
+
+async def test_a_release_that_fails_for_a_moment_is_retried(
+    pool: asyncpg.Pool,
+    run_worker: Callable[[TestCA | None], Awaitable[Worker]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host given back without a final record (here: backed off after a 503) whose release
+    meets a deadlock or a dropped connection is released on a retry, not left leased until
+    its lease (60 s here, 300 s by default) expires."""
+    real_release = frontier.release_hosts
+    calls = 0
+
+    async def release_failing_once(conn: Any, leases: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise asyncpg.exceptions.DeadlockDetectedError("deadlock detected")
+        return await real_release(conn, leases)
+
+    monkeypatch.setattr(frontier, "release_hosts", release_failing_once)
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        return web.Response(status=503, text="busy")
+
+    async with serve_loopback(handle) as origin:
+        await frontier.seed(pool, [(origin + "/a", 1.0), (origin + "/b", 1.0)], time.time() - 1)
+        await run_worker(None)
+
+        async def backed_off_and_released() -> bool:
+            row = await pool.fetchrow("SELECT lease_owner, backoff_until FROM hosts")
+            return row is not None and row["backoff_until"] is not None \
+                and row["lease_owner"] is None
+
+        await wait_for(backed_off_and_released, "the host given back", seconds=20)
+    assert calls == 2
+    assert await pool.fetchval("SELECT count(*) FROM observations") == 1

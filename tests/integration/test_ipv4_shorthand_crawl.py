@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import replace
 
 import asyncpg
 import pytest
 from aiohttp import web
-from inprocess import NullEvents, wait_for
+from inprocess import NullEvents, quick_worker_config, wait_for
 from test_cli_errors import crawler
 
-from crawler.config import default_settings, schedule_policy
-from crawler.daemon.config import fetch_limits, worker_config
+from crawler.config import default_settings
+from crawler.daemon.config import fetch_limits
 from crawler.daemon.worker import Worker
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
@@ -48,12 +47,7 @@ async def crawl(db_url: str, allow: list[str], done: str) -> None:
     limits = fetch_limits(default_settings(), connect_timeout=2.0, first_byte_timeout=5.0,
                           total_timeout=10.0)
     session = new_session("testbot/1.0", limits, address_policy=AddressPolicy(allow))
-    config = replace(
-        worker_config(default_settings(), "ipv4-test"),
-        concurrency=2, lease_seconds=60.0, poll_interval=0.05, politeness_delay=0.01,
-        limits=limits,
-        schedule=schedule_policy(default_settings(), default_interval_seconds=3600.0),
-    )
+    config = quick_worker_config("ipv4-test", limits, concurrency=2)
     worker = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
     task = asyncio.create_task(worker.run())
     try:

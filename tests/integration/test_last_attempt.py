@@ -11,16 +11,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import replace
 
 import asyncpg
 import pytest
 from aiohttp import web
-from inprocess import NullEvents, wait_for
+from inprocess import NullEvents, quick_worker_config, wait_for
 from test_cli_errors import crawler
 
-from crawler.config import default_settings, schedule_policy
-from crawler.daemon.config import fetch_limits, worker_config
+from crawler.config import default_settings
+from crawler.daemon.config import fetch_limits
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.net.fetch import new_session
@@ -50,12 +49,7 @@ async def fetch_each_once(db_url: str) -> str:
     limits = fetch_limits(default_settings(), connect_timeout=2.0, first_byte_timeout=5.0,
                           total_timeout=10.0)
     session = new_session("testbot/1.0", limits, address_policy=AddressPolicy(["127.0.0.0/8"]))
-    config = replace(
-        worker_config(default_settings(), "attempt-test"),
-        concurrency=2, lease_seconds=60.0, poll_interval=0.05, politeness_delay=0.01,
-        limits=limits,
-        schedule=schedule_policy(default_settings(), default_interval_seconds=3600.0),
-    )
+    config = quick_worker_config("attempt-test", limits, concurrency=2)
     worker = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
     try:
         await frontier.seed(pool, [(f"{origin}{p}", 1.0) for p in ("/ok", "/missing", "/broken")],
