@@ -637,6 +637,12 @@ def _die_with_daemon() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
+async def planner_pool(url: str) -> asyncpg.Pool:
+    """The planner process's connections: two, each statement planned for its parameters
+    (``crawler.db.connect.create_pool``'s ``custom_plans``: the walk's array statements)."""
+    return await create_pool(url, min_size=1, max_size=2, custom_plans=True)
+
+
 async def _planner_process(config: PlannerConfig, conn: Connection) -> None:
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
@@ -671,7 +677,7 @@ async def _planner_process(config: PlannerConfig, conn: Connection) -> None:
     try:
         while pool is None:
             try:
-                pool = await create_pool(config.url, min_size=1, max_size=2)
+                pool = await planner_pool(config.url)
             except DB_ERRORS as exc:
                 log.warning("planner: database unavailable (%s); retrying", exc)
                 await asyncio.sleep(1.0)
