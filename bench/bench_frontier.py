@@ -38,7 +38,7 @@ from crawler.core.backoff import HostHealth
 from crawler.core.model import FetchResult, Outcome, UrlRecord, replace_record
 from crawler.core.transition import HostContext, Transition, transition
 from crawler.daemon.config import planner_inputs
-from crawler.daemon.planner import solve_once
+from crawler.daemon.planner import planner_pool, solve_once
 from crawler.daemon.recorder import Recorder
 from crawler.db import frontier, migrate
 from crawler.db.queries import QUERIES
@@ -339,6 +339,9 @@ async def run_size(url: str, n_urls: int, n_hosts: int, planner: bool,
             await pool.close()
             return figures
 
+        await pool.close()
+        # The planner process's own connections (each statement planned for its parameters).
+        pool = await planner_pool(db_url)
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t0 = time.perf_counter()
         _, outcome = await solve_once(
