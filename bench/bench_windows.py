@@ -44,7 +44,7 @@ WITH input AS (
 inserted AS (
     INSERT INTO urls (url, host_id, site_id, next_fetch_at, discovered_initially)
     SELECT url, host_id, $3, 'infinity', $4 FROM input
-    ON CONFLICT (url) DO UPDATE SET site_id = COALESCE(urls.site_id, EXCLUDED.site_id)
+    ON CONFLICT (host_id, url) DO UPDATE SET site_id = COALESCE(urls.site_id, EXCLUDED.site_id)
     RETURNING id, url
 )
 SELECT i.id FROM input JOIN inserted AS i ON i.url = input.url ORDER BY input.ord;
@@ -109,8 +109,8 @@ async def one_size(admin_url: str, pages: int, window: int, fetches: int, check_
         host_id = await conn.fetchval("SELECT host_id FROM urls LIMIT 1")
         links = initial_links(pages, rng)
         await conn.copy_records_to_table(
-            "links", columns=["from_url_id", "to_url_id", "position"],
-            records=[(ids[i], ids[t], p + 1) for i, ts in links.items()
+            "links", columns=["from_url_id", "to_url_id", "position", "host_id"],
+            records=[(ids[i], ids[t], p + 1, host_id) for i, ts in links.items()
                      for p, t in enumerate(ts)],
         )
         await conn.execute("ANALYZE")
