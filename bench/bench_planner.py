@@ -24,7 +24,7 @@ from pathlib import Path
 
 import asyncpg
 import numpy as np
-from scratch import add_database_url
+from scratch import add_database_url, with_database
 
 from crawler.core.plan import solve_mu
 from crawler.db import migrate
@@ -54,7 +54,7 @@ async def beside_fetching(url: str, runs: int) -> None:
         admin = await asyncpg.connect(url)
         name = f"crawler_bench_planner_{uuid.uuid4().hex[:8]}"
         await admin.execute(f'CREATE DATABASE "{name}"')
-        db_url = url.rsplit("/", 1)[0] + "/" + name
+        db_url = with_database(url, name)
         try:
             await migrate.upgrade(db_url)
             load = os.getloadavg()[0]

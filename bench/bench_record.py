@@ -17,7 +17,7 @@ import time
 import uuid
 
 import asyncpg
-from scratch import add_database_url
+from scratch import add_database_url, with_database
 
 from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
@@ -88,7 +88,7 @@ async def main(url: str, n_urls: int) -> None:
     admin = await asyncpg.connect(url)
     name = f"crawler_bench_record_{uuid.uuid4().hex[:8]}"
     await admin.execute(f'CREATE DATABASE "{name}"')
-    db_url = url.rsplit("/", 1)[0] + "/" + name
+    db_url = with_database(url, name)
     try:
         await migrate.upgrade(db_url)
         pool = await asyncpg.create_pool(db_url, min_size=1, max_size=2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from urllib.parse import urlsplit, urlunsplit
 
 
 def add_database_url(parser: argparse.ArgumentParser) -> None:
@@ -16,3 +17,9 @@ def add_database_url(parser: argparse.ArgumentParser) -> None:
                                "postgresql://postgres@127.0.0.1:5432/postgres"),
         help="A server where the bench may create and drop a scratch database.",
     )
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` naming database ``name`` instead (its query, such as the embedded server's
+    ``?host=`` socket directory, kept)."""
+    return urlunsplit(urlsplit(url)._replace(path="/" + name))

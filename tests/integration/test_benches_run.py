@@ -1,0 +1,42 @@
+"""The database benches run, at small sizes, against the test server.
+
+Benchmarks are not timed tests, and nothing here checks a figure; but a bench that no longer
+runs measures nothing, and one did stop running unnoticed for several migrations (links gained
+``host_id`` in 0010 and ``bench_windows.py`` still copied rows without it). Each bench makes
+and drops its own scratch database on the server, as it does when run by hand.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(300)
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+SMALL_RUNS = {
+    "bench_frontier.py": (["--sizes", "3000:300", "--record-seconds", "1"],
+                          ["seed:", "claim + record without HTTP, batched", "planner round:"]),
+    "bench_windows.py": (["--pages", "300", "--window", "50", "--fetches", "4",
+                          "--check-every", "2"],
+                         ["incremental per fetch", "discovering"]),
+    "bench_record.py": (["--urls", "300"], []),
+    "bench_seed.py": (["--urls", "3000", "--hosts", "300"], []),
+}
+
+
+@pytest.mark.parametrize("bench", sorted(SMALL_RUNS))
+def test_a_database_bench_runs_at_a_small_size(bench: str, pg_server_url: str) -> None:
+    args, expected = SMALL_RUNS[bench]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / bench), *args, "--database-url", pg_server_url],
+        capture_output=True, text=True, timeout=280, cwd=BENCH.parent,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    for line in expected:
+        assert line in out, out[-3000:]
