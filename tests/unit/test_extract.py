@@ -8,12 +8,21 @@ import random
 import re
 import statistics
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
 
-from crawler.core.extract import decode_body, parse_page, text_features, visible_text
+from crawler.core.extract import (
+    _raw_visible_text,
+    decode_body,
+    parse_page,
+    parser_input,
+    text_features,
+    visible_text,
+)
 from crawler.core.fingerprint import CHANGE_THRESHOLD_BITS, hamming_distance, simhash64
 from crawler.core.links import Link
 
@@ -192,3 +201,58 @@ def test_identical_text_in_different_markup_has_the_same_fingerprint() -> None:
     assert simhash64(parse_page(plain.encode(), None).features) == simhash64(
         parse_page(styled.encode(), None).features
     )
+
+
+# --- parser_input: the body itself when it is the decoded text's UTF-8 ------------------------
+
+PYTHON_DOC = Path("/usr/share/doc/python3-doc/html")
+
+
+def _same_parse(body: bytes, header: str | None) -> object:
+    """``parser_input`` gives the parser what ``decode_body`` would, as bytes or as text."""
+    given = parser_input(body, header)
+    text = decode_body(body, header)
+    if isinstance(given, bytes):
+        assert given is body and text.encode("utf-8") == body
+    else:
+        assert given == text
+    assert LexborHTMLParser(given).html == LexborHTMLParser(text).html
+    page = parse_page(body, header, page_url="http://127.0.0.1/a/b.html")
+    assert page.raw_text == _raw_visible_text(LexborHTMLParser(text))
+    return given
+
+
+@pytest.mark.parametrize(("body", "header", "as_bytes"), [
+    ("<p>café ☕ 日本</p>".encode(), None, True),
+    ("<p>café</p>".encode(), "text/html; charset=UTF-8", True),
+    ('<meta charset="utf8"><p>café</p>'.encode(), None, True),
+    (b"<p>plain ascii</p>", "text/html; charset=latin1", False),  # cp1252 by WHATWG
+    (b"<p>ok\xff\xfe!</p>", None, False),  # invalid UTF-8: replaced in the text
+    (b"<p>cut \xe2\x82</p>", None, False),  # a truncated sequence
+    (b"<p>nul \x00 byte</p>", None, True),
+    (codecs.BOM_UTF8 + "<p>é</p>".encode(), None, False),  # the BOM is not the text's
+    (codecs.BOM_UTF16_LE + "<p>日本</p>".encode("utf-16-le"), None, False),
+    ('<meta charset="windows-1251"><p>привет</p>'.encode("cp1251"), None, False),
+    ("<p>é</p>".encode(), "text/html; charset=undefined", True),  # no such charset: UTF-8
+    ("<p>é</p>".encode(), "text/html; charset=rot13", True),
+])
+def test_parser_input_is_the_body_only_when_the_text_is_its_utf8(
+    body: bytes, header: str | None, as_bytes: bool
+) -> None:
+    assert isinstance(_same_parse(body, header), bytes) == as_bytes
+
+
+@given(st.binary(max_size=300), st.sampled_from([None, "text/html", "text/html; charset=utf-8",
+                                                   "text/html; charset=latin1"]))
+def test_parser_input_parses_as_the_decoded_text(body: bytes, header: str | None) -> None:
+    _same_parse(b"<html><body><p>" + body + b"</p></body></html>", header)
+
+
+def test_parser_input_on_the_benchmark_corpus() -> None:
+    """python3-doc's pages (the throughput bench's corpus) parse alike either way, and take
+    the bytes path (else it saves nothing)."""
+    pages = sorted(PYTHON_DOC.glob("**/*.html"))[:200]
+    if not pages:
+        pytest.skip("python3-doc is not installed (Debian package python3-doc)")
+    given = [_same_parse(p.read_bytes(), "text/html") for p in pages]
+    assert sum(isinstance(g, bytes) for g in given) == len(pages)
