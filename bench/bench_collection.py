@@ -25,9 +25,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from scratch import with_database
 
 from crawler.db import frontier
 from crawler.db.migrate import upgrade
@@ -47,10 +47,6 @@ def sites(count: int, pages: int) -> list[SiteSpec]:
         ))
         for k in range(count)
     ]
-
-
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + name))
 
 
 def free_port() -> int:

@@ -30,9 +30,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from scratch import with_database
 
 from crawler.cli import read_seed_lines
 from crawler.config import default_settings
@@ -143,7 +143,7 @@ async def main(url: str, n_urls: int, n_hosts: int) -> None:
     admin = await asyncpg.connect(url)
     name = f"crawler_bench_seed_{uuid.uuid4().hex[:8]}"
     await admin.execute(f'CREATE DATABASE "{name}"')
-    db_url = urlunsplit(urlsplit(url)._replace(path="/" + name))
+    db_url = with_database(url, name)
     try:
         await migrate.upgrade(db_url)
         with tempfile.TemporaryDirectory() as tmp:

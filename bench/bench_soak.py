@@ -23,9 +23,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from scratch import with_database
 
 from crawler.db import frontier
 from crawler.db.connect import embedded_server
@@ -46,10 +46,6 @@ def rss_bytes(pid: int) -> int:
 
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + name))
 
 
 async def soak(args: argparse.Namespace) -> int:

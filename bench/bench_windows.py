@@ -25,9 +25,9 @@ import random
 import statistics
 import time
 import uuid
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from scratch import with_database
 
 from crawler.db import frontier, windows
 from crawler.db.migrate import upgrade
@@ -49,10 +49,6 @@ inserted AS (
 )
 SELECT i.id FROM input JOIN inserted AS i ON i.url = input.url ORDER BY input.ord;
 """
-
-
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + name))
 
 
 def url(i: int) -> str:

@@ -7,6 +7,7 @@ backend is deprecated in selectolax 1.0 and refuses to import).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -111,29 +112,25 @@ def _text_codec(label: str) -> str | None:
     return info.name
 
 
-def _body_codec(body: bytes, content_type_header: str | None) -> tuple[str, int]:
-    """The codec ``decode_body`` reads ``body`` with, and how many bytes of byte-order mark
-    precede the text (0 or the BOM's length: the BOM's codec drops it itself)."""
+def _body_codec(body: bytes, content_type_header: str | None) -> str:
+    """The codec ``decode_body`` reads ``body`` with (a BOM's codec drops the BOM itself: a
+    UTF-8 one is read as ``utf-8-sig``)."""
     for bom, codec_name in _BOMS:
         if body.startswith(bom):
-            return codec_name, len(bom)
+            return codec_name
     if content_type_header:
         match = _HEADER_CHARSET.search(content_type_header)
         if match:
             codec = _text_codec(match.group(1).strip())
             if codec is not None:
-                return codec, 0
+                return codec
     meta = _META_CHARSET.search(body, 0, META_SNIFF_BYTES)
     if meta:
         label = meta.group(1).decode("ascii").lower()
         codec = _text_codec("utf-8" if label in _META_UTF16 else label)
         if codec is not None:
-            return codec, 0
-    return "utf-8", 0
-
-
-def _decode(body: bytes, codec: str) -> str:
-    return body.decode(codec, errors="replace")
+            return codec
+    return "utf-8"
 
 
 def decode_body(body: bytes, content_type_header: str | None) -> str:
@@ -143,8 +140,7 @@ def decode_body(body: bytes, content_type_header: str | None) -> str:
     The BOM comes first, as in browsers (WHATWG "decode"): a BOM is unambiguous while headers
     are often wrong. An unknown charset name falls through to the next source.
     """
-    codec, _ = _body_codec(body, content_type_header)
-    return _decode(body, codec)
+    return body.decode(_body_codec(body, content_type_header), errors="replace")
 
 
 def parser_input(body: bytes, content_type_header: str | None) -> str | bytes:
@@ -155,14 +151,12 @@ def parser_input(body: bytes, content_type_header: str | None) -> str | bytes:
     text (selectolax encodes a str to UTF-8 first) and the tree is the same; only the encode
     is saved (43 µs of a 58 KB page, 8% of decoding and parsing it). Nearly every page is
     that case."""
-    codec, bom = _body_codec(body, content_type_header)
-    if codec == "utf-8" and bom == 0:
-        try:
-            body.decode("utf-8")  # validity: a replaced byte would differ from the text's
-        except UnicodeDecodeError:
-            return _decode(body, codec)
-        return body
-    return _decode(body, codec)
+    codec = _body_codec(body, content_type_header)
+    if codec == "utf-8":  # not "utf-8-sig": a BOM is not part of the text
+        with contextlib.suppress(UnicodeDecodeError):
+            body.decode("utf-8")  # valid: no byte would be replaced in the text
+            return body
+    return body.decode(codec, errors="replace")
 
 
 def _raw_visible_text(tree: LexborHTMLParser) -> str:

@@ -175,7 +175,7 @@ async def create_pool(
     unnamed, hence always planned for their parameters, and the setting is not sent (PgBouncer
     refuses startup parameters it does not know)."""
     plain, options = _options(url)
-    if custom_plans and "statement_cache_size" not in options:
+    if custom_plans and not is_pgbouncer(url):
         options["server_settings"] = {"plan_cache_mode": "force_custom_plan"}
     pool = await asyncpg.create_pool(plain, min_size=min_size, max_size=max_size, **options)
     assert pool is not None
