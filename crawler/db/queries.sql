@@ -42,12 +42,23 @@ CREATE TEMPORARY TABLE IF NOT EXISTS seed_staging_hosts (
 -- One probe of hosts_pkey per staged host finds the known ones: they are skipped (an insert
 -- that conflicts costs twice the probe), and one whose origin differs is returned (a hash
 -- collision: the caller refuses the batch, so no URL is ever put under another origin's
--- host). ON CONFLICT stays for a host another session adds meanwhile; keys go in sorted order
--- so that two seeders wait on each other's new hosts in one order.
-WITH staged AS (
-    SELECT s.host_id, s.origin, h.origin AS existing
+-- host). The known hosts are locked FOR KEY SHARE, in id order, until the batch commits: the
+-- lock urls_host_id_fkey's check would take for each of their URLs, taken once per host, so
+-- that no host can be deleted under the URLs about to be inserted even when that check is
+-- skipped (skip_redundant_checks). ON CONFLICT stays for a host another session adds
+-- meanwhile; keys go in sorted order so that two seeders wait on each other's new hosts in
+-- one order.
+WITH known AS (
+    SELECT h.id, h.origin
+    FROM hosts AS h
+    WHERE h.id IN (SELECT host_id FROM seed_staging_hosts)
+    ORDER BY h.id
+    FOR KEY SHARE
+),
+staged AS (
+    SELECT s.host_id, s.origin, k.origin AS existing
     FROM seed_staging_hosts AS s
-    LEFT JOIN hosts AS h ON h.id = s.host_id
+    LEFT JOIN known AS k ON k.id = s.host_id
 ),
 inserted AS (
     INSERT INTO hosts (id, origin, next_due_at)
@@ -58,6 +69,23 @@ inserted AS (
     ON CONFLICT (id) DO NOTHING
 )
 SELECT host_id, origin, existing FROM staged WHERE existing <> origin;
+
+-- name: skip_redundant_checks
+-- For the rest of the transaction, row-level triggers do not fire (session_replication_role
+-- = replica, the way pg_restore --disable-triggers loads data), when the role may set that:
+-- a superuser, or one granted SET ON PARAMETER session_replication_role. The schema has no
+-- triggers but its foreign keys' checks, and a caller runs this only before a statement whose
+-- every key is already held: a seed batch's URLs reference hosts the batch has just inserted
+-- or locked FOR KEY SHARE (seed_hosts_from_staging) and no site. Those checks were a third of
+-- the database's time per seeded URL (one lookup and lock of the host per URL, plus one
+-- queued trigger per URL for the NULL site). Without the privilege it does nothing and the
+-- checks run. Returns whether they are skipped. PostgreSQL 15 and later only
+-- (has_parameter_privilege): frontier._seed_batch does not run it on an older server.
+SELECT coalesce((
+    SELECT set_config('session_replication_role', 'replica', true) = 'replica'
+    WHERE current_setting('is_superuser')::boolean
+       OR has_parameter_privilege('session_replication_role', 'SET')
+), false) AS skipped;
 
 -- name: seed_urls_from_staging
 -- The staged URLs not yet known, due at $1, in one insert; a known host that gained a URL has
