@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import integrate, optimize
 
 from crawler.core.model import SECONDS_PER_DAY
 
@@ -94,6 +93,7 @@ def alpha_for_period(
     # Integrated over the quantile p rather than the lifetime t: the integrand is then bounded
     # (in [beta / T, 1]) on [0, 1], where the Weibull density is infinite at t = 0 for a shape
     # under 1 and its tail, mapped onto [scale, inf), can fall between quad's samples.
+    from scipy import integrate  # scipy on first use (see crawler.core)
     total, _ = integrate.quad(integrand, 0.0, 1.0, limit=200)
     return float(min(1.0, total))
 
@@ -126,6 +126,7 @@ def required_period(alpha: float, beta_days: float, shape: float, scale_days: fl
         high *= 2.0
         if high > 1e9:
             raise ValueError("alpha is reachable with any period: no finite requirement")
+    from scipy import optimize  # scipy on first use (see crawler.core)
     return float(
         optimize.brentq(
             lambda period: alpha_for_period(period, beta_days, shape, scale_days) - alpha,

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize, special
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -143,6 +142,7 @@ def mle_rate_irregular(
     high = changes / unchanged_days
     if high <= low * (1.0 + 1e-12):
         return high
+    from scipy import optimize  # scipy on first use (see crawler.core)
     root: float = optimize.brentq(score, low * 0.999, high * 1.001, xtol=1e-14, rtol=1e-12)
     return root
 
@@ -576,6 +576,7 @@ def fit_gamma_prior(
     def negative_log_marginal(log_params: FloatArray) -> tuple[float, FloatArray]:
         shape, rate = math.exp(log_params[0]), math.exp(log_params[1])
         # log Gamma density in u = log lam (with the lam Jacobian) and its derivatives.
+        from scipy import special  # scipy on first use (see crawler.core)
         log_prior = (
             shape * math.log(rate) - special.gammaln(shape) + shape * _FIT_LOG_RATES - rate * rates
         )
@@ -602,6 +603,7 @@ def fit_gamma_prior(
         (math.log(_SHAPE_BOUNDS[0]), math.log(_SHAPE_BOUNDS[1])),
         (math.log(_RATE_BOUNDS_DAYS[0]), math.log(_RATE_BOUNDS_DAYS[1])),
     ]
+    from scipy import optimize  # scipy on first use (see crawler.core)
     result = optimize.minimize(
         negative_log_marginal, start, jac=True, method="L-BFGS-B", bounds=bounds
     )

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize, special, stats
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -130,6 +129,7 @@ class _ShiftedExp:
             values = self.row_max + top + np.log(self.scaled @ np.exp(log_vector - top))
         lost = ~np.isfinite(values)
         if np.any(lost):  # extreme parameters: fall back to the slow, exact form
+            from scipy import special  # scipy on first use (see crawler.core)
             values[lost] = special.logsumexp(self.log_matrix[lost] + log_vector, axis=1)
         return np.asarray(values)
 
@@ -226,6 +226,7 @@ def _count_chi_square(
     o_arr = np.array(merged_observed)
     statistic = float(np.sum((o_arr - e_arr) ** 2 / e_arr))
     dof = max(1, e_arr.size - 1 - 2)
+    from scipy import stats  # scipy on first use (see crawler.core)
     return statistic, dof, float(stats.chi2.sf(statistic, dof))
 
 
@@ -265,6 +266,7 @@ def fit_lifetimes(
 
     # Start: exponential (σ = 1) with the pooled rate estimate Σn / Στ.
     start_scale = float(spans.sum() / max(counts.sum(), 1.0))
+    from scipy import optimize  # scipy on first use (see crawler.core)
     result = optimize.minimize(
         negative_log_likelihood,
         np.array([0.0, math.log(start_scale)]),
@@ -386,6 +388,7 @@ def fit_ages(
     if growth_fixed is None:
         start.append(0.001)
         bounds.append((0.0, 1.0))
+    from scipy import optimize  # scipy on first use (see crawler.core)
     best: optimize.OptimizeResult | None = None
     # A few starting shapes: the error surface has shallow valleys along γ.
     for start_log_shape in (math.log(0.7), 0.0, math.log(1.5)):

@@ -98,6 +98,9 @@ def partition(
     filters: Sequence[UrlFilter], urls: Iterable[str]
 ) -> tuple[list[str], dict[str, int]]:
     """The URLs every filter passes (in order), and how many each label rejected."""
+    filters = [f for f in filters if not f.empty]
+    if not filters:  # no patterns, the default: nothing to ask of each URL
+        return list(urls), {}
     kept: list[str] = []
     rejected: dict[str, int] = {}
     for url in urls:

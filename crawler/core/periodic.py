@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from crawler.core.estimate import mle_rate_irregular
 
@@ -135,6 +134,7 @@ def _expected_slots_up_to(
     whole = np.floor(cycles)
     fraction = cycles - whole
     scale = period_days / jitters_days
+    from scipy import special  # scipy on first use (see crawler.core)
     smoothed: FloatArray = (
         whole - special.ndtr(-fraction * scale) + special.ndtr((fraction - 1.0) * scale)
     )
