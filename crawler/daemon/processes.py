@@ -43,6 +43,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Info, multiprocess
 
 from crawler import __version__
+from crawler.daemon import heap
 from crawler.daemon.http import make_app, start_server
 from crawler.daemon.signals import process_shutdown
 from crawler.settings import Settings
@@ -174,6 +175,7 @@ def run_processes(
         # appends to the parent's ``early``; a stop forwarded before the child replaced it
         # would be swallowed, and the child would run until killed (seen under load).
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        heap.settle()  # what the children share, frozen before they copy it (daemon.heap)
         try:
             pids = [
                 _fork_child(index, settings, url, metrics_dir, duration)

@@ -27,6 +27,7 @@ from aiohttp import web
 
 from crawler.commands.errors import UserError
 from crawler.core.schedule import SchedulePolicy
+from crawler.daemon import heap
 from crawler.daemon.config import HEARTBEAT_SECONDS, planner_inputs, worker_config
 from crawler.daemon.http import make_app, start_server
 from crawler.daemon.looplag import watch_loop_lag
@@ -230,6 +231,7 @@ async def run_daemon(
             daemon = start.result()
             if daemon is None:
                 return 2
+            heap.settle()  # start-up's objects out of the collector's scans (crawler.daemon.heap)
             return await daemon.serve(shutdown, duration)
     except StartupError as exc:
         log.error("%s", exc)
