@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import json
 import multiprocessing
@@ -373,6 +374,10 @@ def main() -> None:
             urls_file.write_text("\n".join(urls) + "\n")
             # The embedded server's data lives beside, deleted at exit after the server stops.
             data_dir = Path(tempfile.mkdtemp(prefix="bench-throughput-pg-"))
+            # Registered before the server's own exit handler, so it runs after it (atexit
+            # is last in, first out): the directory, with the crawler's WARC files (300 MB a
+            # run, which the server's "delete" left behind), goes once the server has stopped.
+            atexit.register(shutil.rmtree, data_dir, ignore_errors=True)
             embedded_server(data_dir, cleanup_mode="delete")
             url = database_url(Settings(data_dir=data_dir, database_url=None))
             upgrade_blocking(url)

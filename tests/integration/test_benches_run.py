@@ -20,7 +20,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 SMALL_RUNS = {
     "bench_frontier.py": (["--sizes", "3000:300", "--record-seconds", "1"],
-                          ["seed:", "claim + record without HTTP, batched", "planner round:"]),
+                          ["seed:", "claim + record without HTTP, batched",
+                           "batched recorder in", "planner round:"]),
     "bench_windows.py": (["--pages", "300", "--window", "50", "--fetches", "4",
                           "--check-every", "2"],
                          ["incremental per fetch", "discovering"]),
