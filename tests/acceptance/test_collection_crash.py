@@ -19,7 +19,7 @@ from crawler.db import frontier
 from crawler.demo.processes import PoissonProcess
 from crawler.demo.sites import PageSpec, SiteSpec
 from crawler.demo.web import DemoWeb
-from crawler.store.warc import SUFFIX
+from crawler.store.warc import OPEN_SUFFIX, SUFFIX
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 
@@ -47,6 +47,17 @@ async def wait_until_running(proc: asyncio.subprocess.Process) -> None:
                 return
 
 
+def open_files(warc_dir: Path) -> set[str]:
+    return {path.name for path in warc_dir.glob("*" + SUFFIX + OPEN_SUFFIX)}
+
+
+async def wait_for_new_open_file(warc_dir: Path, known: set[str]) -> None:
+    """Poll until a file not in ``known`` is open: the running daemon has written."""
+    async with asyncio.timeout(60):
+        while not open_files(warc_dir) - known:
+            await asyncio.sleep(0.05)
+
+
 async def test_sigkill_five_times_leaves_a_consistent_collection(
     db_url: str, tmp_path: Path
 ) -> None:
@@ -61,13 +72,20 @@ async def test_sigkill_five_times_leaves_a_consistent_collection(
     try:
         await frontier.seed(pool, [(u, 1.0) for u in web.urls()], time.time())
         recovered = 0
+        known: set[str] = set()
         for _ in range(KILLS):
             proc = await start_daemon(env)
             await wait_until_running(proc)
-            await asyncio.sleep(rng.uniform(1.0, 4.0))
+            # Kill it mid-file: once it has written (the killed one's host leases hold for
+            # lease_seconds, so on a loaded machine the first write can take seconds), then
+            # at a random moment after.
+            await wait_for_new_open_file(warc_dir, known)
+            await asyncio.sleep(rng.uniform(0.0, 2.0))
             proc.send_signal(signal.SIGKILL)
             await proc.wait()
-            recovered += len(list(warc_dir.glob("*.open")))
+            left = open_files(warc_dir) - known
+            recovered += bool(left)
+            known |= left
         proc = await start_daemon(env)
         await wait_until_running(proc)
         await asyncio.sleep(3.0)
