@@ -354,17 +354,19 @@ SELECT min(ready_at) FROM hosts WHERE ready_at IS NOT NULL;
 
 -- name: status_counts
 -- due_all counts paused hosts' due URLs too: the caller takes urls_due_paused from it. The
--- most overdue URL's lateness is most_overdue_seconds.
+-- most overdue URL's lateness is most_overdue_seconds. Both URL counts in one scan of urls (no
+-- index on next_fetch_at alone: migration 0018_drop_global_due_index).
 SELECT
-    (SELECT count(*) FROM urls) AS urls,
-    (SELECT count(*) FROM urls WHERE next_fetch_at <= now()) AS due_all,
+    u.urls, u.due_all,
     (SELECT count(*) FROM hosts) AS hosts,
     (SELECT count(*) FROM hosts WHERE lease_owner IS NOT NULL
         AND lease_expires_at > now()) AS hosts_leased,
     (SELECT count(*) FROM observations
         WHERE fetched_at > now() - interval '1 hour') AS fetches_last_hour,
     (SELECT count(*) FROM observations
-        WHERE fetched_at > now() - interval '1 hour' AND changed) AS changes_last_hour;
+        WHERE fetched_at > now() - interval '1 hour' AND changed) AS changes_last_hour
+FROM (SELECT count(*) AS urls, count(*) FILTER (WHERE next_fetch_at <= now()) AS due_all
+      FROM urls) AS u;
 
 -- name: paused_host_ids
 -- The paused hosts' keys (hosts_paused_idx, a partial index: few rows).
@@ -935,7 +937,7 @@ RETURNING value;
 -- name: most_overdue_seconds
 -- How late the most overdue URL of a host not paused is: the earliest next_due_at (each host's
 -- earliest next_fetch_at) of those hosts (hosts_unpaused_due_idx: one index entry). Skipping
--- paused hosts in urls_next_fetch_idx instead would walk their whole backlog first.
+-- paused hosts in an index on urls.next_fetch_at instead would walk their whole backlog first.
 SELECT EXTRACT(EPOCH FROM now() - min(next_due_at)) FROM hosts
 WHERE NOT paused AND next_due_at <= now();
 

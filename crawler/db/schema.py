@@ -199,7 +199,6 @@ urls = Table(
     ),
     UniqueConstraint("host_id", "url", name="urls_host_id_url_key"),
     Index("urls_host_next_fetch_idx", "host_id", "next_fetch_at"),
-    Index("urls_next_fetch_idx", "next_fetch_at"),
     Index("urls_site_idx", "site_id", postgresql_where=text("site_id IS NOT NULL")),
     # A site's stored window, for the incremental update (crawler.db.windows).
     Index("urls_site_window_idx", "host_id", "site_id", "depth",
