@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import NoReturn
 
 import pytest
 
@@ -17,7 +18,12 @@ def require_tool(name: str, package: str) -> str:
     path = shutil.which(name)
     if path is not None:
         return path
-    message = f"{name} not found: install Debian's {package!r} (apt-get install {package})"
+    missing(f"{name} not found", package)
+
+
+def missing(what: str, package: str) -> NoReturn:
+    """Skip (or fail when CI=true): ``what`` is missing, naming the Debian package with it."""
+    message = f"{what}: install Debian's {package!r} (apt-get install {package})"
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message + " [CI=true: missing tools fail]", pytrace=False)
     pytest.skip(message)

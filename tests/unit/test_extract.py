@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
+from toolcheck import missing
 
 from crawler.core.extract import (
     _raw_visible_text,
@@ -253,6 +254,6 @@ def test_parser_input_on_the_benchmark_corpus() -> None:
     the bytes path (else it saves nothing)."""
     pages = sorted(PYTHON_DOC.glob("**/*.html"))[:200]
     if not pages:
-        pytest.skip("python3-doc is not installed (Debian package python3-doc)")
+        missing(f"no HTML pages under {PYTHON_DOC}", "python3-doc")
     given = [_same_parse(p.read_bytes(), "text/html") for p in pages]
     assert sum(isinstance(g, bytes) for g in given) == len(pages)
