@@ -576,7 +576,6 @@ def fit_gamma_prior(
     def negative_log_marginal(log_params: FloatArray) -> tuple[float, FloatArray]:
         shape, rate = math.exp(log_params[0]), math.exp(log_params[1])
         # log Gamma density in u = log lam (with the lam Jacobian) and its derivatives.
-        from scipy import special  # scipy on first use (see crawler.core)
         log_prior = (
             shape * math.log(rate) - special.gammaln(shape) + shape * _FIT_LOG_RATES - rate * rates
         )
@@ -603,7 +602,8 @@ def fit_gamma_prior(
         (math.log(_SHAPE_BOUNDS[0]), math.log(_SHAPE_BOUNDS[1])),
         (math.log(_RATE_BOUNDS_DAYS[0]), math.log(_RATE_BOUNDS_DAYS[1])),
     ]
-    from scipy import optimize  # scipy on first use (see crawler.core)
+    # scipy on first use (see crawler.core); ``special`` is read by the objective above.
+    from scipy import optimize, special
     result = optimize.minimize(
         negative_log_marginal, start, jac=True, method="L-BFGS-B", bounds=bounds
     )

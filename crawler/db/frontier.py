@@ -284,9 +284,8 @@ def seed_order(urls: list[str]) -> None:
     prefix = "\0"  # no URL starts with it
     key = 0
     for url in urls:
-        if not url.startswith(prefix):
-            scheme, rest = url.split("://", 1)  # crawler.core.hostid.origin_of, inlined
-            origin = f"{scheme}://{rest.split('/', 1)[0]}"
+        if not url.startswith(prefix):  # once per origin, not per URL
+            origin = origin_of(url)
             prefix = origin + "/"
             key = _host_key(origin)
         append(key)
