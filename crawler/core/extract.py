@@ -35,6 +35,8 @@ INVISIBLE_TAGS: Final = (
     "noframes",
     "object",
 )
+# One selector for them all: one walk of the tree, where ``strip_tags`` walks it once per tag.
+_INVISIBLE_SELECTOR: Final = ", ".join(INVISIBLE_TAGS)
 META_SNIFF_BYTES: Final = 2048
 
 _WORD: Final = re.compile(r"\w+")
@@ -159,9 +161,20 @@ def parser_input(body: bytes, content_type_header: str | None) -> str | bytes:
     return body.decode(codec, errors="replace")
 
 
+def strip_invisible(tree: LexborHTMLParser) -> None:
+    """Remove every ``INVISIBLE_TAGS`` element, with what it holds, from the tree.
+
+    The tree left is ``tree.strip_tags(list(INVISIBLE_TAGS))``'s (a test checks it), but found
+    in one walk of the tree where ``strip_tags`` makes one per tag: 8 walks were a tenth of a
+    page's parse. Innermost first: a match inside another is freed with its ancestor, so it
+    must go before it."""
+    for node in reversed(tree.css(_INVISIBLE_SELECTOR)):
+        node.decompose()
+
+
 def _raw_visible_text(tree: LexborHTMLParser) -> str:
     """Visible text of a parsed tree, whitespace as is; strips invisible elements in place."""
-    tree.strip_tags(list(INVISIBLE_TAGS))
+    strip_invisible(tree)
     root = tree.root
     return root.text(separator=" ") if root is not None else ""
 
@@ -170,7 +183,7 @@ def _region_text(tree: LexborHTMLParser, region: Region) -> str:
     """Visible text of the region only: ``ignore``'s matches removed, then the text of
     ``watch``'s outermost matches (a match inside another is already in its text), joined in
     document order. Strips invisible elements in place."""
-    tree.strip_tags(list(INVISIBLE_TAGS))
+    strip_invisible(tree)
     if region.ignore is not None:
         # Innermost first: a match inside another is gone once its ancestor is decomposed.
         for node in reversed(tree.css(region.ignore)):

@@ -17,10 +17,12 @@ from selectolax.lexbor import LexborHTMLParser
 from toolcheck import missing
 
 from crawler.core.extract import (
+    INVISIBLE_TAGS,
     _raw_visible_text,
     decode_body,
     parse_page,
     parser_input,
+    strip_invisible,
     text_features,
     visible_text,
 )
@@ -257,3 +259,48 @@ def test_parser_input_on_the_benchmark_corpus() -> None:
         missing(f"no HTML pages under {PYTHON_DOC}", "python3-doc")
     given = [_same_parse(p.read_bytes(), "text/html") for p in pages]
     assert sum(isinstance(g, bytes) for g in given) == len(pages)
+
+
+# --- strip_invisible: strip_tags's tree, in one walk ------------------------------------------
+
+_NESTING = [
+    "<script>var a = '<p>x</p>';</script><p>after</p>",
+    "<noscript><style>p{}</style><p>no js</p></noscript><p>text</p>",
+    "<object><object><p>inner</p></object><p>outer</p></object><p>shown</p>",
+    "<template><script>x</script><p>t</p></template><p>shown</p>",
+    "<div><iframe><p>raw</p></iframe><noembed>e</noembed><noframes>f</noframes>ok</div>",
+    "<table><tr><td><object>o<object>p</object></object></td></tr></table>",
+    "<svg><style>s</style><script>t</script><text>vector</text></svg>",
+    "<p>unclosed <style>p{}<p>still style",
+]
+_PIECES = [*(f"<{tag}>" for tag in INVISIBLE_TAGS), *(f"</{tag}>" for tag in INVISIBLE_TAGS),
+           "<p>", "</p>", "<div>", "</div>", "<table>", "<td>", "<svg>", "</svg>", "word ", "é "]
+
+
+def _both_ways(html: str | bytes) -> None:
+    by_tag, in_one_walk = LexborHTMLParser(html), LexborHTMLParser(html)
+    by_tag.strip_tags(list(INVISIBLE_TAGS))
+    strip_invisible(in_one_walk)
+    assert in_one_walk.html == by_tag.html
+    assert _raw_visible_text(LexborHTMLParser(html)) == (
+        by_tag.root.text(separator=" ") if by_tag.root is not None else ""
+    )
+
+
+@pytest.mark.parametrize("html", _NESTING)
+def test_strip_invisible_leaves_strip_tags_tree(html: str) -> None:
+    _both_ways(html)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40))
+def test_strip_invisible_on_any_nesting_of_the_tags(pieces: list[str]) -> None:
+    _both_ways("".join(pieces))
+
+
+def test_strip_invisible_on_the_benchmark_corpus() -> None:
+    pages = sorted(PYTHON_DOC.glob("**/*.html"))[:200]
+    if not pages:
+        missing(f"no HTML pages under {PYTHON_DOC}", "python3-doc")
+    for page in pages:
+        _both_ways(page.read_bytes())
