@@ -9,15 +9,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# setup.py builds crawler/core/_speedups.c: a changed C source reinstalls (and rebuilds) it.
+SOURCES := pyproject.toml setup.py crawler/core/_speedups.c
+
+$(VENV)/.installed: $(SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-dev: $(SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
-$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-bench: $(SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $@ $(VENV)/.installed-dev $(VENV)/.installed
 
@@ -48,3 +51,4 @@ bench: $(VENV)/.installed-bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -f crawler/core/_speedups.*.so

@@ -24,6 +24,11 @@ from crawler.core.model import OK, FetchResult
 from crawler.core.observe import is_html, parse_result
 from crawler.core.region import Region
 
+try:
+    from crawler.core import _speedups
+except ImportError:  # built without a C compiler: the numpy version gives the same bound
+    _speedups = None  # type: ignore[assignment]
+
 MAX_TREE_DEPTH = 512  # Chromium's kMaximumHTMLParserDOMTreeDepth
 SMALL_PAGE_BYTES = 8192  # below this, counting '<' is cheaper than the numpy bound
 BINARY_TYPE = "application/octet-stream"
@@ -94,7 +99,16 @@ def tag_depths(body: bytes) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]
 
 def _depth_upper_bound(body: bytes) -> int:
     """The depth counting every start tag as nesting (void ones too): cheap, and never less
-    than the depth ``tag_depths`` finds, so an ordinary page is let through on this alone."""
+    than the depth ``tag_depths`` finds, so an ordinary page is let through on this alone.
+    In C when ``crawler.core._speedups`` is built (one pass, no arrays: 3 µs instead of 32 µs
+    a 47 KB page)."""
+    if _speedups is not None:
+        return int(_speedups.depth_upper_bound(body))
+    return _depth_upper_bound_numpy(body)
+
+
+def _depth_upper_bound_numpy(body: bytes) -> int:
+    """``_depth_upper_bound`` in numpy: the definition, and the path without the C module."""
     data = np.frombuffer(body, dtype=np.uint8)
     following = data[np.flatnonzero(data[:-1] == _LT) + 1]
     letter = following | 0x20

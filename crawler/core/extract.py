@@ -19,6 +19,11 @@ import numpy as np
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.core.fingerprint import simhash64_encoded
+
+try:
+    from crawler.core import _speedups
+except ImportError:  # built without a C compiler: the Python versions give the same results
+    _speedups = None  # type: ignore[assignment]
 from crawler.core.links import Link, extract_links
 from crawler.core.region import Region
 
@@ -261,6 +266,25 @@ def text_features(text: str) -> dict[str, int]:
 
 
 def text_simhash(text: str) -> int:
+    """``simhash64(text_features(text))``: in C when ``crawler.core._speedups`` is built (the
+    tokens' count, hash and vote in one pass, 25 µs instead of 180 µs a python3-doc page),
+    else ``text_simhash_python``. Both give the same fingerprint; a test holds them to it."""
+    if _speedups is None:
+        return text_simhash_python(text)
+    if _CAPITAL_SIGMA in text:
+        text = text.lower()
+    data = text.encode("utf-8", "surrogatepass").translate(_ASCII_NONWORD_TO_SPACE_LOWER)
+    extra: list[bytes] = []
+    unicode_parts = _speedups.non_ascii_parts(data)
+    if unicode_parts:
+        # As in _token_counts: only the parts holding non-ASCII characters go through the
+        # regex, lowered as str; their tokens join the ASCII parts' in the count.
+        unicode_text = b" ".join(unicode_parts).decode("utf-8", "surrogatepass").lower()
+        extra = list(map(str.encode, _WORD.findall(unicode_text)))
+    return _speedups.ascii_simhash(data, extra)
+
+
+def text_simhash_python(text: str) -> int:
     """``simhash64(text_features(text))``, without building the str-keyed features: the tokens
     stay bytes and the weights are computed in numpy (0.76 ms instead of 0.88 ms for features
     and simhash on python3-doc's pages, interleaved minima).
