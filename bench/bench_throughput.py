@@ -301,6 +301,13 @@ async def run_crawler(url: str, urls: list[str], args: argparse.Namespace, data_
         "count(*) FILTER (WHERE outcome = 'not_modified') AS not_modified "
         "FROM observations WHERE fetched_at >= $1", since
     )
+    if args.timeline:
+        per_second = await pool.fetch(
+            "SELECT floor(extract(epoch FROM fetched_at - (SELECT min(fetched_at) FROM "
+            "observations WHERE fetched_at >= $1)))::int AS s, count(*) AS n FROM observations "
+            "WHERE fetched_at >= $1 GROUP BY 1 ORDER BY 1", since)
+        print("  pages fetched in each second of the crawl:",
+              " ".join(str(r["n"]) for r in per_second))
     await pool.close()
     assert row is not None
     if row["ok"] != row["n"]:
@@ -346,6 +353,8 @@ def main() -> None:
     parser.add_argument("--recrawl", action="store_true",
                         help="then fetch every URL once more (unchanged pages: the steady "
                              "state of a re-crawl), and print that rate too")
+    parser.add_argument("--timeline", action="store_true",
+                        help="print the pages fetched in each second (ramp-up, dips, tail)")
     parser.add_argument("--no-conditional", action="store_true",
                         help="nginx sends no ETag and ignores If-Modified-Since, as many "
                              "dynamic sites do: every re-fetch is a full 200")
