@@ -66,12 +66,17 @@ def test_text_simhash_in_c_equals_python_on_random_words() -> None:
         assert extract.text_simhash(text) == extract.text_simhash_python(text)
 
 
-def test_text_simhash_in_c_equals_python_on_the_benchmark_corpus() -> None:
+def corpus() -> list[bytes]:
+    """The throughput bench's pages (python3-doc), the first 200."""
     pages = sorted(PYTHON_DOC.glob("**/*.html"))[:200]
     if not pages:
         missing(f"no HTML pages under {PYTHON_DOC}", "python3-doc")
-    for page in pages:
-        text = extract._raw_visible_text(LexborHTMLParser(page.read_bytes()))
+    return [page.read_bytes() for page in pages]
+
+
+def test_text_simhash_in_c_equals_python_on_the_benchmark_corpus() -> None:
+    for body in corpus():
+        text = extract._raw_visible_text(LexborHTMLParser(body))
         assert extract.text_simhash(text) == extract.text_simhash_python(text)
 
 
@@ -98,9 +103,5 @@ def test_depth_bound_in_c_equals_numpy_on_edges(body: bytes) -> None:
 
 
 def test_depth_bound_in_c_equals_numpy_on_the_benchmark_corpus() -> None:
-    pages = sorted(PYTHON_DOC.glob("**/*.html"))[:200]
-    if not pages:
-        missing(f"no HTML pages under {PYTHON_DOC}", "python3-doc")
-    for page in pages:
-        body = page.read_bytes()
+    for body in corpus():
         assert bounds._depth_upper_bound(body) == bounds._depth_upper_bound_numpy(body)
