@@ -359,32 +359,37 @@ def seed_rows(
 
 
 async def _seed_small(
-    conn: asyncpg.Connection | asyncpg.Pool,
+    conn: asyncpg.Connection,
     unique: list[str],
     importance: dict[str, float],
     due: dt.datetime | None,
 ) -> int:
     """A few URLs (a redirect target, a window root): two array statements, no staging.
     Raises ``HostIdCollision`` when an origin's key is another origin's (before any URL is
-    written; a host row is never written under another origin's key)."""
+    written; a host row is never written under another origin's key).
+
+    One transaction (a savepoint inside the caller's): between the two statements a running
+    daemon could otherwise claim the new host, find none of its URLs yet, and release it with
+    no due time, and the URLs inserted next would never make it due again."""
     _, hosts = seed_rows(unique, importance)
     hosts.sort()
-    rows = await conn.fetch(
-        QUERIES["upsert_hosts"], [k for k, _ in hosts], [o for _, o in hosts],
-        [due] * len(hosts),
-    )
-    returned = {r["id"]: r["origin"] for r in rows}
-    for key, origin in hosts:
-        if returned.get(key) != origin:
-            existing = await conn.fetchval("SELECT origin FROM hosts WHERE id = $1", key)
-            raise HostIdCollision(key, origin, str(existing))
-    inserted = await conn.fetch(
-        QUERIES["insert_urls"],
-        unique,
-        [host_id(origin_of(u)) for u in unique],
-        [importance[u] for u in unique],
-        [due] * len(unique),
-    )
+    async with conn.transaction():
+        rows = await conn.fetch(
+            QUERIES["upsert_hosts"], [k for k, _ in hosts], [o for _, o in hosts],
+            [due] * len(hosts),
+        )
+        returned = {r["id"]: r["origin"] for r in rows}
+        for key, origin in hosts:
+            if returned.get(key) != origin:
+                existing = await conn.fetchval("SELECT origin FROM hosts WHERE id = $1", key)
+                raise HostIdCollision(key, origin, str(existing))
+        inserted = await conn.fetch(
+            QUERIES["insert_urls"],
+            unique,
+            [host_id(origin_of(u)) for u in unique],
+            [importance[u] for u in unique],
+            [due] * len(unique),
+        )
     return len(inserted)
 
 

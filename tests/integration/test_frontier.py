@@ -84,6 +84,46 @@ async def test_expired_lease_is_claimed_again(db_url: str) -> None:
         await pool.close()
 
 
+class ClaimsBetweenStatements:
+    """A seeding connection after whose first statement a running daemon claims and releases
+    whatever is ready, on a connection of its own (what a worker polling every 50 ms did in
+    CI between _seed_small's two statements)."""
+
+    def __init__(self, conn: asyncpg.Connection, pool: asyncpg.Pool) -> None:
+        self._conn, self._pool = conn, pool
+        self.claimed_between = -1
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+    async def fetch(self, query: str, *args: object) -> list[asyncpg.Record]:
+        rows: list[asyncpg.Record] = await self._conn.fetch(query, *args)
+        if self.claimed_between < 0:
+            claims = await frontier.claim(self._pool, "daemon", max_hosts=10, urls_per_host=10,
+                                          lease_seconds=60)
+            for claim in claims:  # no due URL yet: given back, as the worker does
+                assert await frontier.release_host(self._pool, claim.lease)
+            self.claimed_between = len(claims)
+        return rows
+
+
+async def test_a_claim_between_a_small_seeds_statements_strands_no_host(db_url: str) -> None:
+    """A small seed (a redirect target, a window root, a few URLs from the CLI) beside a running
+    daemon: its host and URLs appear together, so the host is never claimed without its URLs
+    and released with no due time (which left the URLs due and never fetched)."""
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        async with pool.acquire() as conn:
+            seeding = ClaimsBetweenStatements(conn, pool)
+            await frontier.seed(seeding, urls_for(2, 3), time.time() - 1)  # type: ignore[arg-type]
+        assert seeding.claimed_between == 0  # the new hosts were not visible yet
+        claims = await frontier.claim(pool, "daemon", max_hosts=10, urls_per_host=10,
+                                      lease_seconds=60)
+        assert sorted(len(c.urls) for c in claims) == [3, 3]
+    finally:
+        await pool.close()
+
+
 async def test_release_owner_frees_everything(db_url: str) -> None:
     pool = await asyncpg.create_pool(db_url)
     try:
