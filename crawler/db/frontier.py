@@ -371,7 +371,7 @@ async def _seed_small(
     One transaction (a savepoint inside the caller's): between the two statements a running
     daemon could otherwise claim the new host, find none of its URLs yet, and release it with
     no due time, and the URLs inserted next would never make it due again."""
-    _, hosts = seed_rows(unique, importance)
+    records, hosts = seed_rows(unique, importance)
     hosts.sort()
     async with conn.transaction():
         rows = await conn.fetch(
@@ -385,10 +385,10 @@ async def _seed_small(
                 raise HostIdCollision(key, origin, str(existing))
         inserted = await conn.fetch(
             QUERIES["insert_urls"],
-            unique,
-            [host_id(origin_of(u)) for u in unique],
-            [importance[u] for u in unique],
-            [due] * len(unique),
+            [url for url, _, _ in records],
+            [key for _, key, _ in records],
+            [weight for _, _, weight in records],
+            [due] * len(records),
         )
     return len(inserted)
 
