@@ -22,7 +22,7 @@ from crawler.core.backoff import HostHealth
 from crawler.core.estimate import ChangeHistory, LastModifiedHistory
 from crawler.core.hostid import HostIdCollision, host_id
 from crawler.core.hostid import origin_of as origin_of
-from crawler.core.model import UrlRecord, UrlState
+from crawler.core.model import UrlRecord, UrlState, new_record
 from crawler.core.periodic import PeriodicModel
 from crawler.core.region import effective_region
 from crawler.core.robots import RobotsState
@@ -478,46 +478,46 @@ _URL_STATES: dict[str, UrlState] = {state.value: state for state in UrlState}
 
 
 def record_from_row(row: asyncpg.Record) -> UrlRecord:
-    return UrlRecord(
-        url_id=row["url_id"],
-        url=row["url"],
-        host_id=row["host_id"],
-        state=_URL_STATES[row["state"]],
-        importance=row["importance"],
-        last_fetched_at=to_seconds(row["last_fetched_at"]),
-        last_status=row["last_status"],
-        last_simhash=to_unsigned64(row["last_simhash"]),
-        last_content_hash=row["last_content_hash"],
-        etag=row["etag"],
-        last_modified=to_seconds(row["last_modified"]),
-        fetch_count=row["fetch_count"],
-        change_count=row["change_count"],
-        consecutive_failures=row["consecutive_failures"],
-        history=ChangeHistory(
-            changed_intervals_days=tuple(row["changed_intervals_days"] or ()),
-            unchanged_days=row["unchanged_days"],
-            fetches=row["intervals_observed"],
+    """The URL of a claimed (or planner) row. Fields in UrlRecord's order (``new_record``)."""
+    period = row["update_period_days"]
+    last_simhash = row["last_simhash"]
+    last_fetched_at = row["last_fetched_at"]
+    last_modified = row["last_modified"]
+    return new_record(
+        row["url_id"],
+        row["url"],
+        row["host_id"],
+        _URL_STATES[row["state"]],
+        row["importance"],
+        None if last_fetched_at is None else to_seconds(last_fetched_at),
+        row["last_status"],
+        None if last_simhash is None else fingerprint.from_signed64(last_simhash),
+        row["last_content_hash"],
+        row["etag"],
+        None if last_modified is None else to_seconds(last_modified),
+        row["fetch_count"],
+        row["change_count"],
+        row["consecutive_failures"],
+        ChangeHistory(
+            tuple(row["changed_intervals_days"] or ()),
+            row["unchanged_days"],
+            row["intervals_observed"],
         ),
-        change_rate_per_day=row["change_rate_per_day"],
-        change_brackets_days=tuple(row["change_brackets_days"] or ()),
-        periodic=None
-        if row["update_period_days"] is None
-        else PeriodicModel(
-            row["update_period_days"], row["update_phase_days"], row["update_jitter_days"], 0.0
-        ),
-        site_id=row["site_id"],
-        depth=row["depth"],
-        last_modified_history=LastModifiedHistory(
-            row["lm_fetches"], row["lm_changes"], row["lm_observed_days"]
-        ),
-        last_modified_evidence_days=tuple(row["lm_evidence_days"] or ()),
+        row["change_rate_per_day"],
+        tuple(row["change_brackets_days"] or ()),
+        None if period is None
+        else PeriodicModel(period, row["update_phase_days"], row["update_jitter_days"], 0.0),
+        row["site_id"],
+        row["depth"],
+        LastModifiedHistory(row["lm_fetches"], row["lm_changes"], row["lm_observed_days"]),
+        tuple(row["lm_evidence_days"] or ()),
         # Read only where claimed (the planner's rows have no region and rewrite no fingerprint).
-        region=effective_region(
+        effective_region(
             row.get("watch_css"), row.get("ignore_css"),
             row.get("site_watch_css"), row.get("site_ignore_css"),
         ),
-        fingerprint_region=row.get("fingerprint_region") or "",
-        out_links_read=bool(row.get("out_links_read")),
+        row.get("fingerprint_region") or "",
+        bool(row.get("out_links_read")),
     )
 
 

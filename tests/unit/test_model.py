@@ -1,4 +1,5 @@
-"""UrlRecord mechanics: the fast copy builds exactly what dataclasses.replace builds."""
+"""UrlRecord mechanics: the fast copy and the fast constructor build exactly what
+dataclasses.replace and the dataclass's own __init__ build."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import dataclasses
 import pytest
 
 from crawler.core.estimate import ChangeHistory, LastModifiedHistory
-from crawler.core.model import UrlRecord, UrlState, replace_record
+from crawler.core.model import UrlRecord, UrlState, new_record, replace_record
 from crawler.core.periodic import PeriodicModel
 
 
@@ -90,3 +91,20 @@ def test_the_transitions_rate_copy_gives_the_value_dataclasses_would() -> None:
     assert filled is not fresh
     assert filled == dataclasses.replace(record, change_rate_per_day=2.25)
     assert record.change_rate_per_day != 2.25  # the original is untouched
+
+
+def test_new_record_matches_the_dataclass_constructor_on_every_field() -> None:
+    record = _every_field_set()
+    values = [getattr(record, f.name) for f in dataclasses.fields(UrlRecord)]
+    built = new_record(*values)
+    assert type(built) is UrlRecord
+    assert built == UrlRecord(*values)
+    assert hash(built) == hash(record)
+    for f in dataclasses.fields(UrlRecord):
+        assert getattr(built, f.name) is getattr(record, f.name), f.name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.url = "https://example.test/b"  # type: ignore[misc]
+    with pytest.raises(TypeError):  # every field, no more, no fewer
+        new_record(*values[:-1])
+    with pytest.raises(TypeError):
+        new_record(*values, None)
