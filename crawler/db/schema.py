@@ -120,7 +120,7 @@ urls = Table(
     metadata,
     # Keys include host_id (0010_citus): urls can be distributed on it, with its host.
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("url", Text, nullable=False),
+    Column("url", Text(collation="C"), nullable=False),  # 0019: bytes, not locale
     Column("host_id", BigInteger, ForeignKey("hosts.id", ondelete="CASCADE"), nullable=False,
            primary_key=True),
     Column("state", Text, nullable=False, server_default=text("'new'")),
