@@ -196,23 +196,21 @@ ORDER BY lh.id, lu.next_fetch_at, lu.id;
 -- Each host is probed by primary key, one item after the other in host id order (the LATERAL
 -- with LIMIT keeps the planner from turning the probes into a scan of hosts or of
 -- hosts_lease_owner_idx, whatever the cached generic plan estimates), and locked as it is
--- found. Owners are compared with IS NOT DISTINCT FROM (never NULL here, so the same as =).
+-- found; the items whose host was found and locked are the ones written (``held``), in the
+-- same pass. Owners are compared with IS NOT DISTINCT FROM (never NULL here, so the same as =).
 WITH item AS MATERIALIZED (
     SELECT * FROM unnest($1::fetch_record[]) AS i ORDER BY host_id
 ),
-lease AS MATERIALIZED (
-    SELECT h.id
+held AS MATERIALIZED (
+    SELECT i.*
     FROM item AS i
     CROSS JOIN LATERAL (
-        SELECT id FROM hosts
+        SELECT 1 FROM hosts
         WHERE id = i.host_id AND lease_epoch = i.lease_epoch
           AND lease_owner IS NOT DISTINCT FROM i.lease_owner AND lease_expires_at > now()
         LIMIT 1
         FOR UPDATE
     ) AS h
-),
-held AS (
-    SELECT i.* FROM item AS i WHERE i.host_id IN (SELECT id FROM lease)
 ),
 observation AS (
     INSERT INTO observations (
