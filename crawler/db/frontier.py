@@ -44,12 +44,23 @@ def to_datetime(seconds: float | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(seconds, UTC)
 
 
+_INFINITIES = frozenset((math.inf, -math.inf))
+
+
 def to_seconds(value: dt.datetime | None) -> float | None:
     if value is None:
         return None
     if value.year in (1, 9999):  # ±infinity (datetime.max and .min); by year, cheaply
         return None
     return value.timestamp()
+
+
+def finite(seconds: float | None) -> float | None:
+    """POSIX seconds read as float8 (date_part('epoch', ...)); None for NULL and for
+    ±Infinity (PostgreSQL's ±infinity), as ``to_seconds`` reads a timestamptz."""
+    if seconds is None or seconds in _INFINITIES:
+        return None
+    return seconds
 
 
 def to_iso(value: dt.datetime | None) -> str | None:
@@ -394,17 +405,18 @@ async def _seed_small(
 
 
 def robots_from_row(row: asyncpg.Record) -> RobotsState | None:
-    fetched_at = to_seconds(row["robots_fetched_at"])
-    expires_at = to_seconds(row["robots_expires_at"])
+    """A claimed host's robots.txt state (its times as POSIX seconds: claim_due_work)."""
+    fetched_at = finite(row["robots_fetched_at"])
+    expires_at = finite(row["robots_expires_at"])
     if fetched_at is None or expires_at is None:
         return None
     return RobotsState(
         body=row["robots_body"],
         status=row["robots_status"],
         fetched_at=fetched_at,
-        good_at=to_seconds(row["robots_good_at"]),
+        good_at=finite(row["robots_good_at"]),
         expires_at=expires_at,
-        unreachable_since=to_seconds(row["robots_unreachable_since"]),
+        unreachable_since=finite(row["robots_unreachable_since"]),
     )
 
 
@@ -478,7 +490,9 @@ _URL_STATES: dict[str, UrlState] = {state.value: state for state in UrlState}
 
 
 def record_from_row(row: asyncpg.Record) -> UrlRecord:
-    """The URL of a claimed (or planner) row. Fields in UrlRecord's order (``new_record``)."""
+    """The URL of a claimed (or planner) row, whose times are POSIX seconds (date_part, as
+    claim_due_work and reschedule_records select them). Fields in UrlRecord's order
+    (``new_record``)."""
     period = row["update_period_days"]
     last_simhash = row["last_simhash"]
     last_fetched_at = row["last_fetched_at"]
@@ -489,12 +503,12 @@ def record_from_row(row: asyncpg.Record) -> UrlRecord:
         row["host_id"],
         _URL_STATES[row["state"]],
         row["importance"],
-        None if last_fetched_at is None else to_seconds(last_fetched_at),
+        None if last_fetched_at is None else finite(last_fetched_at),
         row["last_status"],
         None if last_simhash is None else fingerprint.from_signed64(last_simhash),
         row["last_content_hash"],
         row["etag"],
-        None if last_modified is None else to_seconds(last_modified),
+        None if last_modified is None else finite(last_modified),
         row["fetch_count"],
         row["change_count"],
         row["consecutive_failures"],
@@ -543,14 +557,12 @@ async def claim(
     for row in rows:
         host = claims.get(row["host_id"])
         if host is None:
-            granted = row["host_lease_expires_at"] - row["db_now"]
             host = claims[row["host_id"]] = HostClaim(
                 row["host_id"],
                 row["origin"],
                 row["crawl_delay_seconds"],
-                Lease(row["host_id"], owner, row["lease_epoch"],
-                      sent + granted.total_seconds()),
-                HostHealth(row["host_failures"], to_seconds(row["backoff_until"])),
+                Lease(row["host_id"], owner, row["lease_epoch"], sent + row["lease_seconds"]),
+                HostHealth(row["host_failures"], finite(row["backoff_until"])),
                 robots_from_row(row),
             )
         if row["url_id"] is not None:

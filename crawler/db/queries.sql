@@ -130,8 +130,11 @@ SELECT count(*) FROM inserted;
 -- NULL url_id for a leased host whose due URLs are gone, so that it is released and its
 -- ready_at recomputed.
 -- $2 owner, $4 lease seconds. Each claim increments the host's fencing epoch: the lease token
--- is (owner, epoch), and the expiry comes with the database's now() so that the daemon times
--- its lease by the database's clock alone.
+-- is (owner, epoch), and the lease's remaining seconds are measured by the database's now() so
+-- that the daemon times its lease by the database's clock alone.
+-- Times come as POSIX seconds (date_part, float8: bit for bit what datetime.timestamp() gives
+-- for the same microseconds), ±Infinity for ±infinity: a timestamptz costs the client five
+-- times a float8 to decode, and every claimed row carries several.
 WITH ready_hosts AS (
     SELECT id
     FROM hosts
@@ -153,16 +156,20 @@ leased_hosts AS (
               h.robots_unreachable_since
 )
 SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
-       lh.lease_expires_at AS host_lease_expires_at, lh.lease_epoch, now() AS db_now,
-       lh.host_failures, lh.backoff_until,
+       date_part('epoch', lh.lease_expires_at - now()) AS lease_seconds, lh.lease_epoch,
+       lh.host_failures, date_part('epoch', lh.backoff_until) AS backoff_until,
        -- The robots.txt body (up to 500 KiB) on each host's first row only, not once per
        -- URL: the client reads it from that row (crawler.db.frontier.claim).
        CASE WHEN row_number() OVER (PARTITION BY lh.id ORDER BY lu.next_fetch_at, lu.id) = 1
             THEN lh.robots_body END AS robots_body,
-       lh.robots_status, lh.robots_fetched_at, lh.robots_good_at,
-       lh.robots_expires_at, lh.robots_unreachable_since,
-       lu.id AS url_id, lu.url, lu.state, lu.importance, lu.next_fetch_at, lu.last_fetched_at,
-       lu.last_status, lu.last_simhash, lu.last_content_hash, lu.etag, lu.last_modified,
+       lh.robots_status, date_part('epoch', lh.robots_fetched_at) AS robots_fetched_at,
+       date_part('epoch', lh.robots_good_at) AS robots_good_at,
+       date_part('epoch', lh.robots_expires_at) AS robots_expires_at,
+       date_part('epoch', lh.robots_unreachable_since) AS robots_unreachable_since,
+       lu.id AS url_id, lu.url, lu.state, lu.importance,
+       date_part('epoch', lu.last_fetched_at) AS last_fetched_at, lu.last_status,
+       lu.last_simhash, lu.last_content_hash, lu.etag,
+       date_part('epoch', lu.last_modified) AS last_modified,
        lu.fetch_count, lu.change_count, lu.consecutive_failures, lu.changed_intervals_days,
        lu.unchanged_days, lu.intervals_observed, lu.change_rate_per_day,
        lu.change_brackets_days, lu.update_period_days, lu.update_phase_days,
@@ -478,8 +485,17 @@ LIMIT $2;
 
 -- name: reschedule_records
 -- Whole records of the URLs whose rate moved materially, to reschedule them exactly as after
--- a fetch (crawler.core.schedule.next_fetch); by (id, host_id) pairs ($1, $2).
-SELECT u.id AS url_id, u.*
+-- a fetch (crawler.core.schedule.next_fetch); by (id, host_id) pairs ($1, $2). The columns
+-- crawler.db.frontier.record_from_row reads, times as POSIX seconds (as claim_due_work's).
+SELECT u.id AS url_id, u.url, u.host_id, u.state, u.importance,
+       date_part('epoch', u.last_fetched_at) AS last_fetched_at, u.last_status,
+       u.last_simhash, u.last_content_hash, u.etag,
+       date_part('epoch', u.last_modified) AS last_modified, u.fetch_count, u.change_count,
+       u.consecutive_failures, u.changed_intervals_days, u.unchanged_days,
+       u.intervals_observed, u.change_rate_per_day, u.change_brackets_days,
+       u.update_period_days, u.update_phase_days, u.update_jitter_days, u.site_id, u.depth,
+       u.lm_fetches, u.lm_changes, u.lm_observed_days, u.lm_evidence_days, u.watch_css,
+       u.ignore_css, u.fingerprint_region, u.out_links_read
 FROM urls AS u
 JOIN unnest($1::bigint[], $2::bigint[]) AS t(id, host_id)
     ON u.id = t.id AND u.host_id = t.host_id

@@ -45,16 +45,20 @@ lu AS MATERIALIZED (
     SELECT * FROM crawler_due_urls(ARRAY(SELECT id FROM leased_hosts), $3::bigint)
 )
 SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
-       lh.lease_expires_at AS host_lease_expires_at, lh.lease_epoch, now() AS db_now,
-       lh.host_failures, lh.backoff_until,
+       date_part('epoch', lh.lease_expires_at - now()) AS lease_seconds, lh.lease_epoch,
+       lh.host_failures, date_part('epoch', lh.backoff_until) AS backoff_until,
        -- The robots.txt body (up to 500 KiB) on each host's first row only, not once per
        -- URL: the client reads it from that row (crawler.db.frontier.claim).
        CASE WHEN row_number() OVER (PARTITION BY lh.id ORDER BY lu.next_fetch_at, lu.id) = 1
             THEN lh.robots_body END AS robots_body,
-       lh.robots_status, lh.robots_fetched_at, lh.robots_good_at,
-       lh.robots_expires_at, lh.robots_unreachable_since,
-       lu.id AS url_id, lu.url, lu.state, lu.importance, lu.next_fetch_at, lu.last_fetched_at,
-       lu.last_status, lu.last_simhash, lu.last_content_hash, lu.etag, lu.last_modified,
+       lh.robots_status, date_part('epoch', lh.robots_fetched_at) AS robots_fetched_at,
+       date_part('epoch', lh.robots_good_at) AS robots_good_at,
+       date_part('epoch', lh.robots_expires_at) AS robots_expires_at,
+       date_part('epoch', lh.robots_unreachable_since) AS robots_unreachable_since,
+       lu.id AS url_id, lu.url, lu.state, lu.importance,
+       date_part('epoch', lu.last_fetched_at) AS last_fetched_at, lu.last_status,
+       lu.last_simhash, lu.last_content_hash, lu.etag,
+       date_part('epoch', lu.last_modified) AS last_modified,
        lu.fetch_count, lu.change_count, lu.consecutive_failures, lu.changed_intervals_days,
        lu.unchanged_days, lu.intervals_observed, lu.change_rate_per_day,
        lu.change_brackets_days, lu.update_period_days, lu.update_phase_days,
