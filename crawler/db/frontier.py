@@ -494,21 +494,18 @@ def record_from_row(row: asyncpg.Record) -> UrlRecord:
     claim_due_work and reschedule_records select them). Fields in UrlRecord's order
     (``new_record``)."""
     period = row["update_period_days"]
-    last_simhash = row["last_simhash"]
-    last_fetched_at = row["last_fetched_at"]
-    last_modified = row["last_modified"]
     return new_record(
         row["url_id"],
         row["url"],
         row["host_id"],
         _URL_STATES[row["state"]],
         row["importance"],
-        None if last_fetched_at is None else finite(last_fetched_at),
+        finite(row["last_fetched_at"]),
         row["last_status"],
-        None if last_simhash is None else fingerprint.from_signed64(last_simhash),
+        to_unsigned64(row["last_simhash"]),
         row["last_content_hash"],
         row["etag"],
-        None if last_modified is None else finite(last_modified),
+        finite(row["last_modified"]),
         row["fetch_count"],
         row["change_count"],
         row["consecutive_failures"],
