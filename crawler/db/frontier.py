@@ -585,38 +585,49 @@ def _row(**columns: object) -> str:
     return json.dumps({k: _json_value(v) for k, v in columns.items()}, separators=(",", ":"))
 
 
-# The fields of ``fetch_record`` (migration 0011_fetch_record), in order: one item of
-# ``record_fetches``.
+# The fields of ``fetch_record`` (migration 0011_fetch_record; times in microseconds since
+# 0020_fetch_record_micros), in order: one item of ``record_fetches``.
 RECORD_COLUMNS = (
     "host_id", "lease_owner", "lease_epoch",
-    "url_id", "fetched_at", "outcome", "status", "bytes", "duration_seconds", "simhash",
-    "content_hash", "simhash_distance", "changed", "content_changed", "obs_last_modified",
+    "url_id", "fetched_at_us", "outcome", "status", "bytes", "duration_seconds", "simhash",
+    "content_hash", "simhash_distance", "changed", "content_changed", "obs_last_modified_us",
     "error_kind", "truncated",
-    "state", "next_fetch_at", "last_fetched_at", "last_status", "last_simhash",
-    "last_content_hash", "fingerprint_region", "etag", "last_modified", "fetch_count",
+    "state", "next_fetch_at_us", "last_fetched_at_us", "last_status", "last_simhash",
+    "last_content_hash", "fingerprint_region", "etag", "last_modified_us", "fetch_count",
     "change_count", "consecutive_failures", "changed_intervals_days", "unchanged_days",
     "intervals_observed", "change_rate_per_day", "fetch_rate_per_day", "redirect_to",
     "change_brackets_days", "update_period_days", "update_phase_days", "update_jitter_days",
     "lm_fetches", "lm_changes", "lm_observed_days", "lm_evidence_days",
-    "next_request_at", "host_failures", "backoff_until", "release", "out_links_read",
+    "next_request_at_us", "host_failures", "backoff_until_us", "release", "out_links_read",
 )
-# asyncpg encodes these naive datetimes as PostgreSQL's ±infinity.
-_INFINITY = dt.datetime.max
-_NEGATIVE_INFINITY = dt.datetime.min
+# crawler_micros_time's ±infinity (migration 0020_fetch_record_micros).
+_MICROS_INFINITY = 2**63 - 1
+_MICROS_NEGATIVE_INFINITY = -(2**63)
 
 
-def _floats(values: Sequence[float]) -> list[float]:
-    """A float8[] field (float() first: a numpy float is not one asyncpg encodes)."""
-    return list(map(float, values))
+def to_micros(seconds: float | None) -> int | None:
+    """POSIX seconds as integer microseconds, rounded as ``datetime.fromtimestamp`` rounds
+    (the whole seconds, then the fraction's microseconds half to even), so that a time sent
+    this way lands on the same timestamptz as the same time sent as a datetime."""
+    if seconds is None:
+        return None
+    whole = int(seconds)
+    return whole * 1_000_000 + round((seconds - whole) * 1e6)
 
 
-def _batch_timestamp(seconds: float | None) -> dt.datetime | None:
-    """A timestamptz field of a fetch_record; ±infinity stays infinite (a parked URL)."""
+def _micros_or_infinite(seconds: float | None) -> int | None:
+    """A time field that may be ±infinity (a parked URL's next fetch)."""
     if seconds is None:
         return None
     if not math.isfinite(seconds):
-        return _INFINITY if seconds > 0 else _NEGATIVE_INFINITY
-    return dt.datetime.fromtimestamp(seconds, UTC)
+        return _MICROS_INFINITY if seconds > 0 else _MICROS_NEGATIVE_INFINITY
+    return to_micros(seconds)
+
+
+def _floats(values: Sequence[float]) -> list[float] | None:
+    """A float8[] field: None when empty (stored as '{}'), else floats (float() first: a
+    numpy float is not one asyncpg encodes)."""
+    return list(map(float, values)) if values else None
 
 
 RecordRow = tuple[object, ...]
@@ -632,22 +643,22 @@ def record_row(t: Transition, lease: Lease, *, release: bool = False) -> RecordR
     lm = after.last_modified_history
     return (
         lease.host_id, lease.owner, lease.epoch,
-        after.url_id, to_datetime(obs.fetched_at), obs.outcome.value, obs.status,
+        after.url_id, to_micros(obs.fetched_at), obs.outcome.value, obs.status,
         obs.size_bytes, obs.duration_seconds, to_signed64(obs.simhash), obs.content_hash,
-        obs.simhash_distance, obs.changed, obs.content_changed, to_datetime(obs.last_modified),
+        obs.simhash_distance, obs.changed, obs.content_changed, to_micros(obs.last_modified),
         obs.error_kind, obs.truncated,
-        after.state.value, _batch_timestamp(schedule.next_fetch_at),
-        to_datetime(after.last_fetched_at), after.last_status, to_signed64(after.last_simhash),
+        after.state.value, _micros_or_infinite(schedule.next_fetch_at),
+        to_micros(after.last_fetched_at), after.last_status, to_signed64(after.last_simhash),
         after.last_content_hash, after.fingerprint_region, after.etag,
-        to_datetime(after.last_modified), after.fetch_count, after.change_count,
+        to_micros(after.last_modified), after.fetch_count, after.change_count,
         after.consecutive_failures, _floats(history.changed_intervals_days),
         history.unchanged_days, history.fetches, schedule.change_rate_per_day,
         schedule.fetch_rate_per_day, t.redirect_to, _floats(after.change_brackets_days),
         periodic.period_days if periodic else None, periodic.phase_days if periodic else None,
         periodic.jitter_days if periodic else None, lm.fetches, lm.changes, lm.observed_days,
         _floats(after.last_modified_evidence_days),
-        to_datetime(host.next_request_at), host.consecutive_failures,
-        to_datetime(host.backoff_until), release, after.out_links_read,
+        to_micros(host.next_request_at), host.consecutive_failures,
+        to_micros(host.backoff_until), release, after.out_links_read,
     )
 
 

@@ -206,7 +206,16 @@ ORDER BY lh.id, lu.next_fetch_at, lu.id;
 -- found; the items whose host was found and locked are the ones written (``held``), in the
 -- same pass. Owners are compared with IS NOT DISTINCT FROM (never NULL here, so the same as =).
 WITH item AS MATERIALIZED (
-    SELECT * FROM unnest($1::fetch_record[]) AS i ORDER BY host_id
+    SELECT i.*,
+           -- Times come as microseconds (migration 0020_fetch_record_micros).
+           crawler_micros_time(i.fetched_at_us) AS fetched_at,
+           crawler_micros_time(i.obs_last_modified_us) AS obs_last_modified,
+           crawler_micros_time(i.next_fetch_at_us) AS next_fetch_at,
+           crawler_micros_time(i.last_fetched_at_us) AS last_fetched_at,
+           crawler_micros_time(i.last_modified_us) AS last_modified,
+           crawler_micros_time(i.next_request_at_us) AS next_request_at,
+           crawler_micros_time(i.backoff_until_us) AS backoff_until
+    FROM unnest($1::fetch_record[]) AS i ORDER BY host_id
 ),
 held AS MATERIALIZED (
     SELECT i.*
@@ -248,20 +257,20 @@ url AS (
         fetch_count = n.fetch_count,
         change_count = n.change_count,
         consecutive_failures = n.consecutive_failures,
-        changed_intervals_days = n.changed_intervals_days,
+        changed_intervals_days = coalesce(n.changed_intervals_days, '{}'),  -- NULL: empty (0020)
         unchanged_days = n.unchanged_days,
         intervals_observed = n.intervals_observed,
         change_rate_per_day = n.change_rate_per_day,
         fetch_rate_per_day = n.fetch_rate_per_day,
         redirect_to = n.redirect_to,
-        change_brackets_days = n.change_brackets_days,
+        change_brackets_days = coalesce(n.change_brackets_days, '{}'),  -- NULL: empty (0020)
         update_period_days = n.update_period_days,
         update_phase_days = n.update_phase_days,
         update_jitter_days = n.update_jitter_days,
         lm_fetches = n.lm_fetches,
         lm_changes = n.lm_changes,
         lm_observed_days = n.lm_observed_days,
-        lm_evidence_days = n.lm_evidence_days,
+        lm_evidence_days = coalesce(n.lm_evidence_days, '{}'),  -- NULL: empty (0020)
         out_links_read = n.out_links_read
     FROM held AS n
     WHERE u.id = n.url_id AND u.host_id = n.host_id

@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import logging
 import math
+import random
 import time
 
 import asyncpg
@@ -389,6 +390,60 @@ async def test_a_fetch_record_is_the_migrated_type_field_for_field(db_url: str) 
         assert tuple(r["attname"] for r in fields) == frontier.RECORD_COLUMNS
     finally:
         await conn.close()
+
+
+async def test_a_time_sent_as_microseconds_is_the_time_sent_as_a_datetime(db_url: str) -> None:
+    # A fetch's fetched_at reaches observations as microseconds (record_row) and the
+    # collection's index and the change outbox as a datetime: the two must be one timestamptz,
+    # including at the half-microsecond ties where a careless rounding differs.
+    rng = random.Random(13)
+    seconds = [rng.uniform(0.0, 4e9) for _ in range(20_000)]
+    seconds += [rng.randrange(10**9, 2 * 10**9) + rng.randrange(10**6) / 1e6 + 5e-7
+                for _ in range(20_000)]
+    seconds += [time.time(), 0.0, 1.5, 1e-7, 2**31 + 0.9999995]
+    conn = await asyncpg.connect(db_url)
+    try:
+        differ = await conn.fetchval(
+            "SELECT count(*) FROM unnest($1::timestamptz[], $2::bigint[]) AS t(a, us) "
+            "WHERE a IS DISTINCT FROM crawler_micros_time(us)",
+            [frontier.to_datetime(s) for s in seconds], [frontier.to_micros(s) for s in seconds])
+        assert differ == 0
+        assert await conn.fetchval(
+            "SELECT crawler_micros_time($1) = 'infinity' AND crawler_micros_time($2) = "
+            "'-infinity' AND crawler_micros_time(NULL) IS NULL", 2**63 - 1, -(2**63))
+    finally:
+        await conn.close()
+
+
+async def test_a_parked_url_and_empty_histories_are_recorded_as_such(db_url: str) -> None:
+    # next_fetch_at = +inf travels as the largest bigint; an empty history as NULL: both are
+    # stored as the URL's row says (infinity, '{}'), and a non-empty history as itself.
+    pool = await asyncpg.create_pool(db_url, min_size=1, max_size=2)
+    try:
+        await frontier.seed(pool, urls_for(2, 2), time.time() - 1)
+        claims = await frontier.claim(pool, "me", max_hosts=2, urls_per_host=1,
+                                      lease_seconds=60)
+        parked, kept = (fetched(c) for c in claims)
+        parked = dataclasses.replace(
+            parked, schedule=dataclasses.replace(parked.schedule, next_fetch_at=math.inf),
+            record=replace_record(parked.record, change_brackets_days=()))
+        kept = dataclasses.replace(
+            kept, record=replace_record(kept.record, change_brackets_days=(1.0, 2.5)))
+        rows = [frontier.record_row(parked, claims[0].lease),
+                frontier.record_row(kept, claims[1].lease)]
+        assert rows[0][frontier.RECORD_COLUMNS.index("change_brackets_days")] is None
+        assert len(await frontier.record_fetches(pool, rows)) == 2
+        stored = {r["id"]: r for r in await pool.fetch(
+            "SELECT id, next_fetch_at = 'infinity' AS parked, change_brackets_days, "
+            "last_attempt_at FROM urls")}
+        assert stored[parked.record.url_id]["parked"]
+        assert not stored[kept.record.url_id]["parked"]
+        assert stored[parked.record.url_id]["change_brackets_days"] == []
+        assert stored[kept.record.url_id]["change_brackets_days"] == [1.0, 2.5]
+        assert stored[kept.record.url_id]["last_attempt_at"] == frontier.to_datetime(
+            kept.observation.fetched_at)
+    finally:
+        await pool.close()
 
 
 class PageServer(ManyAddressServer):
