@@ -198,7 +198,9 @@ urls = Table(
         "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"
     ),
     UniqueConstraint("host_id", "url", name="urls_host_id_url_key"),
-    Index("urls_host_next_fetch_idx", "host_id", "next_fetch_at"),
+    # 0021_due_index_include_id: the id too, so that a host's next due time without the URL
+    # just fetched is read from the index alone.
+    Index("urls_host_next_fetch_idx", "host_id", "next_fetch_at", postgresql_include=["id"]),
     Index("urls_site_idx", "site_id", postgresql_where=text("site_id IS NOT NULL")),
     # A site's stored window, for the incremental update (crawler.db.windows).
     Index("urls_site_window_idx", "host_id", "site_id", "depth",
