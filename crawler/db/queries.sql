@@ -326,7 +326,7 @@ RETURNING h.id;
 
 -- name: recorded_fetches
 -- Which of these fetches ($1 url ids, $2 host ids, $3 fetched_at) have their observation
--- (observations' unique index): a record that released its host, retried after a lost
+-- (observations' primary key): a record that released its host, retried after a lost
 -- acknowledgement, has no lease left to check.
 SELECT o.url_id
 FROM observations AS o

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     SmallInteger,
     Table,
     Text,
@@ -210,9 +211,11 @@ urls = Table(
 observations = Table(
     "observations",
     metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    # A surrogate kept from the first schema (0022_observation_key: no longer the key), still
+    # filled from its owned sequence (bigserial), a default reflection reads as autoincrement.
+    Column("id", BigInteger, nullable=False),
     Column("url_id", BigInteger, nullable=False),
-    Column("fetched_at", DateTime(timezone=True), primary_key=True),  # partition key
+    Column("fetched_at", DateTime(timezone=True), nullable=False),  # partition key
     # ok, not_modified, gone, http_error, network_error, timeout, too_large, ...
     Column("outcome", Text, nullable=False),
     Column("status", SmallInteger, nullable=True),
@@ -227,11 +230,12 @@ observations = Table(
     Column("error_kind", Text, nullable=True),
     Column("truncated", Boolean, nullable=False, server_default=text("false")),
     # 0010_citus: the URL's host_id, in every key (the rows live with their host).
-    Column("host_id", BigInteger, nullable=False, primary_key=True),
+    Column("host_id", BigInteger, nullable=False),
     ForeignKeyConstraint(["url_id", "host_id"], ["urls.id", "urls.host_id"],
                          ondelete="CASCADE", name="observations_url_id_host_id_fkey"),
-    # Unique: a retried commit after a lost acknowledgement cannot record a fetch twice.
-    Index("observations_url_fetched_idx", "url_id", "fetched_at", "host_id", unique=True),
+    # The natural key: a retried commit after a lost acknowledgement cannot record a fetch
+    # twice (0022_observation_key; before, a unique index beside a surrogate key).
+    PrimaryKeyConstraint("url_id", "fetched_at", "host_id", name="observations_pkey"),
     Index("observations_fetched_at_idx", "fetched_at"),
     # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
     postgresql_partition_by="RANGE (fetched_at)",
