@@ -608,20 +608,14 @@ _MICROS_NEGATIVE_INFINITY = -(2**63)
 def to_micros(seconds: float | None) -> int | None:
     """POSIX seconds as integer microseconds, rounded as ``datetime.fromtimestamp`` rounds
     (the whole seconds, then the fraction's microseconds half to even), so that a time sent
-    this way lands on the same timestamptz as the same time sent as a datetime."""
+    this way lands on the same timestamptz as the same time sent as a datetime. ±inf (a parked
+    URL's next fetch) is crawler_micros_time's ±infinity."""
     if seconds is None:
         return None
+    if seconds in _INFINITIES:
+        return _MICROS_INFINITY if seconds > 0 else _MICROS_NEGATIVE_INFINITY
     whole = int(seconds)
     return whole * 1_000_000 + round((seconds - whole) * 1e6)
-
-
-def _micros_or_infinite(seconds: float | None) -> int | None:
-    """A time field that may be ±infinity (a parked URL's next fetch)."""
-    if seconds is None:
-        return None
-    if not math.isfinite(seconds):
-        return _MICROS_INFINITY if seconds > 0 else _MICROS_NEGATIVE_INFINITY
-    return to_micros(seconds)
 
 
 def _floats(values: Sequence[float]) -> list[float] | None:
@@ -647,7 +641,7 @@ def record_row(t: Transition, lease: Lease, *, release: bool = False) -> RecordR
         obs.size_bytes, obs.duration_seconds, to_signed64(obs.simhash), obs.content_hash,
         obs.simhash_distance, obs.changed, obs.content_changed, to_micros(obs.last_modified),
         obs.error_kind, obs.truncated,
-        after.state.value, _micros_or_infinite(schedule.next_fetch_at),
+        after.state.value, to_micros(schedule.next_fetch_at),
         to_micros(after.last_fetched_at), after.last_status, to_signed64(after.last_simhash),
         after.last_content_hash, after.fingerprint_region, after.etag,
         to_micros(after.last_modified), after.fetch_count, after.change_count,
