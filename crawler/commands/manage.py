@@ -124,19 +124,33 @@ async def _remove(url: str, urls: list[str], host: str | None, confirm: Any) -> 
         async with conn.transaction():
             if urls:
                 rows = await conn.fetch(QUERIES["remove_urls"], urls)
+                await _remove_observations(conn, rows)
                 removed += len(rows)
                 hosts.update(r["host_id"] for r in rows)
             if host is not None:
-                count = int(await conn.fetchval(QUERIES["host_url_count"], host))
-                if await conn.fetchval(QUERIES["remove_host"], host) is None:
+                host_id = await conn.fetchval(QUERIES["lock_host"], host)
+                if host_id is None:
                     raise UserError(f"unknown host {host}; {KNOWN_HOSTS}")
-                if not confirm(host, count):
+                rows = await conn.fetch(QUERIES["remove_host_urls"], host_id)
+                if not confirm(host, len(rows)):
                     raise UserError(f"nothing removed: host {host} kept", PARTIAL)
-                removed += count
+                await _remove_observations(conn, rows)
+                await conn.execute(QUERIES["remove_host"], host_id)
+                removed += len(rows)
         await _refresh_due(conn, hosts)
         return removed
     finally:
         await conn.close()
+
+
+async def _remove_observations(conn: Any, rows: list[Any]) -> None:
+    """The observations of the URLs just removed (``rows``: their id and host_id), which no
+    foreign key cascades to (migration 0023_observations_without_url_fk)."""
+    if rows:
+        from crawler.db.queries import QUERIES
+
+        await conn.execute(QUERIES["remove_observations"], [r["id"] for r in rows],
+                           [r["host_id"] for r in rows])
 
 
 # Rounds for the hosts a daemon's write held locked at the first try.

@@ -228,19 +228,6 @@ held AS MATERIALIZED (
         FOR UPDATE
     ) AS h
 ),
-observation AS (
-    INSERT INTO observations (
-        url_id, host_id, fetched_at, outcome, status, bytes, duration_seconds, simhash,
-        content_hash, simhash_distance, changed, content_changed, last_modified, error_kind,
-        truncated
-    )
-    SELECT url_id, host_id, fetched_at, outcome, status, bytes, duration_seconds, simhash,
-           content_hash, simhash_distance, changed, content_changed, obs_last_modified,
-           error_kind, truncated
-    FROM held
-    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
-    RETURNING url_id
-),
 url AS (
     UPDATE urls AS u
     SET state = n.state,
@@ -274,6 +261,23 @@ url AS (
         out_links_read = n.out_links_read
     FROM held AS n
     WHERE u.id = n.url_id AND u.host_id = n.host_id
+    RETURNING u.id
+),
+observation AS (
+    INSERT INTO observations (
+        url_id, host_id, fetched_at, outcome, status, bytes, duration_seconds, simhash,
+        content_hash, simhash_distance, changed, content_changed, last_modified, error_kind,
+        truncated
+    )
+    -- Only for a URL row the update above found and locked (no foreign key checks it, 0023):
+    -- a URL removed meanwhile gets no observation.
+    SELECT n.url_id, n.host_id, n.fetched_at, n.outcome, n.status, n.bytes,
+           n.duration_seconds, n.simhash, n.content_hash, n.simhash_distance, n.changed,
+           n.content_changed, n.obs_last_modified, n.error_kind, n.truncated
+    FROM held AS n
+    JOIN url ON url.id = n.url_id
+    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
+    RETURNING url_id
 ),
 host AS (
     UPDATE hosts AS h
@@ -291,8 +295,11 @@ host AS (
     FROM held AS n
     WHERE h.id = n.host_id
 )
-SELECT n.url_id, n.url_id IN (SELECT url_id FROM observation) AS written
-FROM held AS n;
+-- A join, hashed (a batch's hundreds of items), not `IN (SELECT ...)`: with the few rows a
+-- generic plan expects of unnest, that subplan would scan every observation once per item.
+SELECT n.url_id, o.url_id IS NOT NULL AS written
+FROM held AS n
+LEFT JOIN observation AS o ON o.url_id = n.url_id;
 
 -- name: release_hosts
 -- Give hosts back in one statement: for each (host, owner, epoch) of $1, $2, $3 whose lease
@@ -859,19 +866,36 @@ WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
 RETURNING u.url;
 
 -- name: remove_urls
--- `crawler remove URL...`: the URLs and, by cascade, their observations and links. Returns
--- their hosts, whose due time the caller then recomputes (refresh_host_due).
+-- `crawler remove URL...`: the URLs and, by cascade, their links and collection rows; their
+-- observations go next (remove_observations). Returns their ids and hosts, whose due time
+-- the caller then recomputes (refresh_host_due).
 DELETE FROM urls AS u USING unnest($1::text[]) AS t(url)
 WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
 RETURNING u.id, u.host_id;
 
--- name: host_url_count
-SELECT count(*) FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
-WHERE h.id = crawler_host_id($1) AND h.origin = $1;
+-- name: remove_observations
+-- The observations of URLs ($1 ids, $2 their hosts) that the same transaction removed: no
+-- foreign key cascades to them (0023_observations_without_url_fk). A statement of its own,
+-- after the URLs' delete: its snapshot also holds an observation committed while that delete
+-- waited for a URL's row.
+DELETE FROM observations AS o USING unnest($1::bigint[], $2::bigint[]) AS t(url_id, host_id)
+WHERE o.url_id = t.url_id AND o.host_id = t.host_id AND o.host_id = ANY($2::bigint[]);
+
+-- name: lock_host
+-- `crawler remove --host`, first: the host row locked until commit, so that no fetch records
+-- nor discovery adds a URL of it meanwhile. Its id; nothing for an unknown host.
+SELECT id FROM hosts WHERE id = crawler_host_id($1) AND origin = $1 FOR UPDATE;
+
+-- name: remove_host_urls
+-- `crawler remove --host`, next (a statement of its own, after lock_host: its snapshot holds
+-- every URL and fetch committed before the lock): the host's URLs, whose observations then
+-- go (remove_observations) before the host row does (remove_host).
+DELETE FROM urls WHERE host_id = $1 RETURNING id, host_id;
 
 -- name: remove_host
--- `crawler remove --host`: the host, and by cascade its URLs and their history.
-DELETE FROM hosts WHERE id = crawler_host_id($1) AND origin = $1 RETURNING id;
+-- `crawler remove --host`, last: the host row that lock_host found ($1 its id), and by cascade
+-- what remains of it (remove_host_urls took its URLs, remove_observations their observations).
+DELETE FROM hosts WHERE id = $1;
 
 -- name: last_stored_response
 -- The URL's newest stored response: what a revisit refers to, and the base of a change's diff.

@@ -99,19 +99,6 @@ lease AS MATERIALIZED (
 held AS MATERIALIZED (
     SELECT i.* FROM item AS i WHERE i.host_id IN (SELECT id FROM lease)
 ),
-observation AS (
-    INSERT INTO observations (
-        url_id, host_id, fetched_at, outcome, status, bytes, duration_seconds, simhash,
-        content_hash, simhash_distance, changed, content_changed, last_modified, error_kind,
-        truncated
-    )
-    SELECT url_id, host_id, fetched_at, outcome, status, bytes, duration_seconds, simhash,
-           content_hash, simhash_distance, changed, content_changed, obs_last_modified,
-           error_kind, truncated
-    FROM held
-    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
-    RETURNING url_id
-),
 url AS (
     UPDATE urls AS u
     SET state = n.state,
@@ -145,6 +132,23 @@ url AS (
         out_links_read = n.out_links_read
     FROM held AS n
     WHERE u.id = n.url_id AND u.host_id = n.host_id
+    RETURNING u.id
+),
+observation AS (
+    INSERT INTO observations (
+        url_id, host_id, fetched_at, outcome, status, bytes, duration_seconds, simhash,
+        content_hash, simhash_distance, changed, content_changed, last_modified, error_kind,
+        truncated
+    )
+    -- Only for a URL row the update above found and locked (no foreign key checks it, 0023):
+    -- a URL removed meanwhile gets no observation.
+    SELECT n.url_id, n.host_id, n.fetched_at, n.outcome, n.status, n.bytes,
+           n.duration_seconds, n.simhash, n.content_hash, n.simhash_distance, n.changed,
+           n.content_changed, n.obs_last_modified, n.error_kind, n.truncated
+    FROM held AS n
+    JOIN url ON url.id = n.url_id
+    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
+    RETURNING url_id
 ),
 host AS (
     UPDATE hosts AS h
@@ -160,8 +164,11 @@ host AS (
     FROM held AS n
     WHERE h.id = n.host_id
 )
-SELECT n.url_id, n.url_id IN (SELECT url_id FROM observation) AS written
-FROM held AS n;
+-- A join, hashed (a batch's hundreds of items), not `IN (SELECT ...)`: with the few rows a
+-- generic plan expects of unnest, that subplan would scan every observation once per item.
+SELECT n.url_id, o.url_id IS NOT NULL AS written
+FROM held AS n
+LEFT JOIN observation AS o ON o.url_id = n.url_id;
 
 -- name: release_hosts
 -- As queries.sql's: give back each host of ($1, $2, $3) whose lease still holds, locked in id

@@ -214,7 +214,9 @@ EXPLAINED = {
     "list_urls": ["http://h1.example", None, 0, 100],
     "set_importance": [["http://h1.example/1"], [2.0]],
     "remove_urls": [["http://h1.example/1"]],
-    "host_url_count": ["http://h1.example"],
+    "remove_observations": [[1, 2], [3, 3]],
+    "lock_host": ["http://h1.example"],
+    "remove_host_urls": [3],
 }
 
 

@@ -16,6 +16,7 @@ from alembic import command
 
 from crawler.core.hostid import host_id, url_host_id
 from crawler.db.migrate import alembic_config, upgrade
+from crawler.db.queries import QUERIES
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -158,7 +159,7 @@ async def test_0001_to_latest_keeps_every_url_schedule_and_observation(
                 ) == expected, (table, month)
         # 0017: a record's URI is only in its WARC file; the rows stored before have none.
         assert [r["target_uri"] for r in await snapshot(conn, "stored_records")] == [None] * 24
-        # New rows continue the same id sequence, and the foreign keys still cascade.
+        # New rows continue the same id sequence, and the other foreign keys still cascade.
         url_id = urls_0001[0]["id"]
         new_id = await conn.fetchval(
             "INSERT INTO observations (url_id, fetched_at, outcome, duration_seconds, host_id) "
@@ -167,6 +168,12 @@ async def test_0001_to_latest_keeps_every_url_schedule_and_observation(
         )
         assert new_id > max(o["id"] for o in before["observations"])
         await conn.execute("DELETE FROM urls WHERE id = $1", url_id)
+        # Observations have no foreign key since 0023: `crawler remove` deletes them itself.
+        assert await conn.fetchval(
+            "SELECT count(*) FROM observations WHERE url_id = $1", url_id
+        ) > 0
+        await conn.execute(QUERIES["remove_observations"], [url_id],
+                           [url_host_id(urls_0001[0]["url"])])
         for table in PER_FETCH:
             assert await conn.fetchval(
                 f"SELECT count(*) FROM {table} WHERE url_id = $1", url_id

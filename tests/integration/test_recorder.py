@@ -261,6 +261,50 @@ async def test_a_retried_batch_changes_nothing(db_url: str) -> None:
         await pool.close()
 
 
+async def test_a_url_removed_during_its_fetch_gets_no_observation(db_url: str) -> None:
+    """No foreign key checks an observation's URL (migration 0023): the record writes one only
+    for a URL row it updated, and the rest of the batch is written."""
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        claims = await claimed(pool, 3)
+        await pool.execute("DELETE FROM urls WHERE id = $1", claims[0].urls[0].url_id)
+        recorder = Recorder(pool, linger_seconds=0.2)
+        written = await asyncio.gather(*(recorder.record(fetched(c), c.lease) for c in claims))
+        assert written == [False, True, True]
+        assert recorder.records.batches == 1  # not split to find a culprit
+        assert await counts(pool) == (2, 2)
+        assert await pool.fetchval(
+            "SELECT count(*) FROM observations WHERE url_id = $1", claims[0].urls[0].url_id
+        ) == 0
+    finally:
+        await pool.close()
+
+
+async def test_crawler_remove_takes_the_observations_along(db_url: str) -> None:
+    """`crawler remove` deletes the observations of the URLs and hosts it removes, which no
+    foreign key cascades to any more."""
+    from crawler.commands.manage import _remove
+
+    pool = await asyncpg.create_pool(db_url)
+    try:
+        claims = await claimed(pool, 3, per_host=2)
+        for c in claims:
+            for i in range(2):
+                await frontier.record_fetch(pool, fetched(c, i), c.lease)
+        assert (await counts(pool))[0] == 6
+        gone_url = claims[0].urls[0]
+        assert await _remove(db_url, [gone_url.url], None, lambda *_: True) == 1
+        origin = gone_url.url.rsplit("/", 1)[0]
+        other = claims[1].urls[0].url.rsplit("/", 1)[0]
+        assert await _remove(db_url, [], other, lambda *_: True) == 2
+        left = await pool.fetch("SELECT url_id FROM observations ORDER BY url_id")
+        assert sorted(r["url_id"] for r in left) == sorted(
+            [claims[0].urls[1].url_id] + [u.url_id for u in claims[2].urls])
+        assert origin != other
+    finally:
+        await pool.close()
+
+
 def parked(t: Transition) -> Transition:
     """The transition with its URL parked (never due again) and unusual floats."""
     return dataclasses.replace(
@@ -379,6 +423,9 @@ async def test_batched_statements_use_indexes(db_url: str, query: str, args: obj
                 # The released host's next due time, other URLs' heap rows unread
                 # (migration 0021_due_index_include_id).
                 assert "Index Only Scan using urls_host_next_fetch_idx" in plan, plan
+                # Whether each item's observation is new: one hash of the batch's
+                # observations, not a scan of them per item (a subplan over the CTE).
+                assert plan.startswith("Hash Left Join"), plan
     finally:
         await conn.close()
 
