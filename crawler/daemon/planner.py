@@ -47,7 +47,7 @@ from crawler.core.model import SECONDS_PER_DAY
 from crawler.core.replan import moved_urls, policy_moved, replanned
 from crawler.core.schedule import SchedulePolicy
 from crawler.db.connect import create_pool
-from crawler.db.errors import DB_ERRORS, retried_later
+from crawler.db.errors import DB_ERRORS, raise_if_cancelling, retried_later
 from crawler.db.frontier import record_from_row, refresh_hosts, to_datetime
 from crawler.db.queries import QUERIES
 from crawler.metrics import Events
@@ -679,6 +679,7 @@ async def _planner_process(config: PlannerConfig, conn: Connection) -> None:
             try:
                 pool = await planner_pool(config.url)
             except DB_ERRORS as exc:
+                raise_if_cancelling()
                 log.warning("planner: database unavailable (%s); retrying", exc)
                 await asyncio.sleep(1.0)
         await run_planner(

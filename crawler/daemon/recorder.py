@@ -32,7 +32,7 @@ import asyncpg
 
 from crawler.core.transition import Transition
 from crawler.db import frontier
-from crawler.db.errors import DB_TRANSIENT
+from crawler.db.errors import DB_TRANSIENT, cancelling
 from crawler.db.frontier import Lease
 from crawler.db.record import BatchItem, ExtraWrite, write_batch, write_transition
 
@@ -137,16 +137,12 @@ class Batcher(Generic[Item, Result]):
             for _, future in batch:
                 future.cancel()
             raise
-        except DB_TRANSIENT as exc:
-            # Rolled back whole: each submitter retries its own item under its own lease.
-            _fail(batch, exc)
-            return
         except Exception as exc:
-            if len(batch) == 1:
-                _fail(batch, exc)
-                return
-            for one in batch:  # find the culprit: the others must not fail with it
-                await self._write_items([one])
+            if cancelling():  # a cancellation the error replaced (crawler.db.errors.cancelling)
+                for _, future in batch:
+                    future.cancel()
+                raise asyncio.CancelledError from exc
+            await self._failed(batch, exc)
             return
         self.batches += 1
         self.items += len(batch)
@@ -157,6 +153,16 @@ class Batcher(Generic[Item, Result]):
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
+
+    async def _failed(self, batch: list[tuple[Item, asyncio.Future[Result]]],
+                      exc: Exception) -> None:
+        if isinstance(exc, DB_TRANSIENT) or len(batch) == 1:
+            # A transient failure rolled the batch back whole: each submitter retries its own
+            # item under its own lease.
+            _fail(batch, exc)
+            return
+        for one in batch:  # find the culprit: the others must not fail with it
+            await self._write_items([one])
 
 
 def _fail(batch: Sequence[tuple[object, asyncio.Future[Result]]], exc: BaseException) -> None:

@@ -16,6 +16,8 @@ RESTART_MIN_SECONDS = 1.0
 RESTART_MAX_SECONDS = 60.0
 # A run at least this long counts as healthy: the next failure waits the minimum again.
 HEALTHY_RUN_SECONDS = 60.0
+# How long ``Supervisor.stop`` waits for the side tasks to end.
+STOP_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,21 @@ class Supervisor:
             self._down.discard(task.name)
             log.info("side task %s restarted (restart %d)", task.name, self.restarts[task.name])
 
-    async def stop(self) -> None:
-        for runner in self._runners:
-            runner.cancel()
+    async def stop(self, timeout: float = STOP_SECONDS) -> None:
+        """Cancel every side task and wait for them, cancelling again each second one that
+        goes on (a task that swallowed its cancellation, say behind a database error, would
+        otherwise hold the daemon's exit for good); after ``timeout`` seconds the rest are
+        left behind, logged."""
+        deadline = time.monotonic() + timeout
+        pending = {runner for runner in self._runners if not runner.done()}
+        while pending:
+            for runner in pending:
+                runner.cancel()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.error("side tasks still running at exit, left behind: %s",
+                          ", ".join(sorted(runner.get_name() for runner in pending)))
+                return
+            _, pending = await asyncio.wait(pending, timeout=min(1.0, remaining))
+        # Collect the outcomes so that none is reported as never retrieved.
         await asyncio.gather(*self._runners, return_exceptions=True)

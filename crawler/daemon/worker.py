@@ -41,7 +41,13 @@ from crawler.core.transition import (
 )
 from crawler.daemon.recorder import Recorder
 from crawler.db import frontier
-from crawler.db.errors import DB_ERRORS, DB_TRANSIENT, renew_connections, retried_later
+from crawler.db.errors import (
+    DB_ERRORS,
+    DB_TRANSIENT,
+    raise_if_cancelling,
+    renew_connections,
+    retried_later,
+)
 from crawler.db.frontier import HostClaim, Lease, LeaseLost
 from crawler.db.record import ExtraWrite
 from crawler.logs import FETCH_LOG
@@ -408,6 +414,7 @@ class Worker:
             try:
                 value = await op()
             except DB_TRANSIENT as exc:
+                raise_if_cancelling()
                 await renew_connections(self.pool, exc)
                 if lease is not None and lease.remaining_seconds(time.monotonic()) <= backoff:
                     raise LeaseLost(lease, f"lease ran out while retrying ({exc})") from exc

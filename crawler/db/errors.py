@@ -8,6 +8,7 @@ the shutdown itself, provided the pool replaces its connections (``expire_connec
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
@@ -42,6 +43,28 @@ DB_PASSING: tuple[type[BaseException], ...] = (
 _reported: set[tuple[str, str]] = set()
 
 
+def cancelling() -> bool:
+    """Whether the current task is being cancelled. Ask it where a database error is caught
+    and the work goes on.
+
+    A cancellation can come back as a database error: asyncpg answers it by rolling back, and
+    the server may act on the cancel request late, failing that ROLLBACK, so the next statement
+    (an unlock in a ``finally``) fails with "current transaction is aborted". A loop that then
+    catches the error as a passing condition has swallowed its own cancellation, and sleeps
+    through the daemon's shutdown."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop: nothing to cancel
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+def raise_if_cancelling() -> None:
+    """``CancelledError`` when the current task is being cancelled (see ``cancelling``)."""
+    if cancelling():
+        raise asyncio.CancelledError
+
+
 @contextlib.contextmanager
 def retried_later(what: str, logger: logging.Logger) -> Iterator[None]:
     """Suppress the database errors of a side task that simply tries again later (``DB_ERRORS``),
@@ -51,8 +74,9 @@ def retried_later(what: str, logger: logging.Logger) -> Iterator[None]:
     try:
         yield
     except DB_PASSING:
-        pass
+        raise_if_cancelling()
     except asyncpg.PostgresError as exc:
+        raise_if_cancelling()
         key = (what, str(exc.sqlstate))
         if key not in _reported:
             _reported.add(key)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from crawler.core.partitions import Bounds, Month, to_create, to_drop
-from crawler.db.errors import DB_ERRORS
+from crawler.db.errors import DB_ERRORS, raise_if_cancelling
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,8 @@ async def maintain(
     ``keep_undelivered``: a webhook delivers the outbox, so months with pending events stay.
     ``pgbouncer``: behind PgBouncer's transaction pooling a session-level lock would stay on
     whichever server connection took it, so each table's work is one transaction holding a
-    transaction-level lock instead (a round another daemon holds is skipped, as ever)."""
+    transaction-level lock instead (a round another daemon holds is skipped, as ever).
+    A round that raises leaves the session-level lock to the connection's reset or close."""
     done = Maintenance()
     if pgbouncer:
         for table in PARTITIONED_TABLES:
@@ -240,12 +241,15 @@ async def maintain(
     if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", MAINTENANCE_LOCK):
         done.skipped = True
         return done
-    try:
-        for table in PARTITIONED_TABLES:
-            await maintain_table(conn, table, now, retention_days=retention_days,
-                                 keep_undelivered=keep_undelivered, done=done)
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", MAINTENANCE_LOCK)
+    # Unlocked only after a round that went through. A failed round's transaction may be
+    # aborted (a cancel the server acted on late fails the ROLLBACK too), so an unlock then
+    # would fail as well and replace the cause, a cancellation included. The lock is the
+    # session's: the pool's reset of the connection (asyncpg runs pg_advisory_unlock_all) or
+    # its close frees it.
+    for table in PARTITIONED_TABLES:
+        await maintain_table(conn, table, now, retention_days=retention_days,
+                             keep_undelivered=keep_undelivered, done=done)
+    await conn.execute("SELECT pg_advisory_unlock($1)", MAINTENANCE_LOCK)
     return done
 
 
@@ -259,6 +263,7 @@ async def maintain_once(
             done = await maintain(conn, time.time(), retention_days=retention_days,
                                   keep_undelivered=keep_undelivered, pgbouncer=pgbouncer)
     except DB_ERRORS as exc:
+        raise_if_cancelling()  # a cancellation the failure replaced: stop, not retry in an hour
         log.warning("partition maintenance failed (%s: %s); retrying in %.0fs",
                     type(exc).__name__, exc, MAINTENANCE_SECONDS)
         return None

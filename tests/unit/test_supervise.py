@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 
@@ -40,3 +41,44 @@ async def test_a_failing_task_is_restarted_with_backoff_and_reported_down() -> N
     # Waits of 0.05, 0.1, then 0.15 (capped); the loop's clock may fire a millisecond early.
     assert gaps[0] >= 0.045 and gaps[1] >= 0.095 and gaps[2] >= 0.145, gaps
     await supervisor.stop()
+
+
+async def test_stop_ends_a_task_that_swallowed_its_cancellation() -> None:
+    # The daemon-exit hang of a side task whose cancellation came back as a database error
+    # (crawler.db.errors.cancelling): it caught the error and went to sleep for an hour.
+    swallowed = asyncio.Event()
+
+    async def swallows_once() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            swallowed.set()
+        await asyncio.sleep(3600)
+
+    supervisor = Supervisor([SideTask("swallows once", swallows_once, required=False)])
+    supervisor.start()
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    await supervisor.stop(timeout=30)
+    assert swallowed.is_set()
+    assert time.monotonic() - started < 5  # the second cancel, a second later, ends it
+
+
+async def test_stop_gives_up_on_a_task_that_never_ends(caplog) -> None:  # type: ignore[no-untyped-def]
+    mortal = asyncio.Event()
+
+    async def immortal() -> None:
+        while not mortal.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(3600)
+
+    supervisor = Supervisor([SideTask("immortal", immortal, required=False)])
+    supervisor.start()
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    await supervisor.stop(timeout=0.3)
+    assert time.monotonic() - started < 5
+    assert "left behind: side task immortal" in caplog.text
+    mortal.set()  # now the next cancellation ends it
+    await supervisor.stop(timeout=10)
+    assert all(runner.done() for runner in supervisor._runners)
