@@ -5,7 +5,9 @@ Run: .venv/bin/python bench/bench_frontier.py [--sizes 100000:10000,1000000:1000
          [--no-planner] [--record-seconds 20] [--database-url postgresql://...]
 
 Each size is URLS:HOSTS. For each, a scratch database is created on the server and dropped
-afterwards. 10% of hosts are leased by another daemon and 10% backed off, as in a busy fleet.
+afterwards: the embedded PostgreSQL, started for the run, unless --database-url or
+CRAWLER_TEST_DATABASE_URL names another. 10% of hosts are leased by another daemon and 10%
+backed off, as in a busy fleet.
 Claim + record runs twice on the same due work (one URL in ten): with the old path, one
 ``record_fetch`` statement (one commit) per fetch and one ``release_host`` per host, and with
 the daemon's recorder (``crawler.daemon.recorder``), which writes many hosts' fetches in one
@@ -36,7 +38,7 @@ from dataclasses import replace
 import asyncpg
 import numpy as np
 import uvloop
-from scratch import add_database_url, with_database
+from scratch import add_database_url, server_url, with_database
 
 from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
@@ -484,4 +486,5 @@ if __name__ == "__main__":
     # On uvloop, as the daemon runs (crawler.cli.run_with_uvloop), and with its collector
     # settings (crawler.daemon.heap): the figures are its own.
     heap.settle()
-    uvloop.run(main(args.database_url, sizes, not args.no_planner, args.record_seconds))
+    with server_url(args.database_url) as url:
+        uvloop.run(main(url, sizes, not args.no_planner, args.record_seconds))

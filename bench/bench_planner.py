@@ -24,7 +24,7 @@ from pathlib import Path
 
 import asyncpg
 import numpy as np
-from scratch import add_database_url, with_database
+from scratch import add_database_url, server_url, with_database
 
 from crawler.core.plan import solve_mu
 from crawler.db import migrate
@@ -78,7 +78,8 @@ def main() -> None:
     add_database_url(parser)
     args = parser.parse_args()
     if args.beside_fetching:
-        asyncio.run(beside_fetching(args.database_url, args.beside_fetching))
+        with server_url(args.database_url) as url:
+            asyncio.run(beside_fetching(url, args.beside_fetching))
     else:
         solve(args.urls)
 

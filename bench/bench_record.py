@@ -17,7 +17,7 @@ import time
 import uuid
 
 import asyncpg
-from scratch import add_database_url, with_database
+from scratch import add_database_url, server_url, with_database
 
 from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
@@ -131,4 +131,5 @@ if __name__ == "__main__":
     parser.add_argument("--urls", type=int, default=2000)
     add_database_url(parser)
     args = parser.parse_args()
-    asyncio.run(main(args.database_url, args.urls))
+    with server_url(args.database_url) as url:
+        asyncio.run(main(url, args.urls))

