@@ -43,7 +43,7 @@ async def test_a_failing_task_is_restarted_with_backoff_and_reported_down() -> N
     await supervisor.stop()
 
 
-async def test_stop_ends_a_task_that_swallowed_its_cancellation() -> None:
+async def test_stop_ends_a_task_that_swallowed_its_cancellation(caplog) -> None:  # type: ignore[no-untyped-def]
     # The daemon-exit hang of a side task whose cancellation came back as a database error
     # (crawler.db.errors.cancelling): it caught the error and went to sleep for an hour.
     swallowed = asyncio.Event()
@@ -58,10 +58,11 @@ async def test_stop_ends_a_task_that_swallowed_its_cancellation() -> None:
     supervisor = Supervisor([SideTask("swallows once", swallows_once, required=False)])
     supervisor.start()
     await asyncio.sleep(0)
-    started = time.monotonic()
     await supervisor.stop(timeout=30)
     assert swallowed.is_set()
-    assert time.monotonic() - started < 5  # the second cancel, a second later, ends it
+    # Ended by the second cancellation, a second later: not left behind after 30 s.
+    assert all(runner.done() for runner in supervisor._runners)
+    assert "left behind" not in caplog.text
 
 
 async def test_stop_gives_up_on_a_task_that_never_ends(caplog) -> None:  # type: ignore[no-untyped-def]
@@ -75,9 +76,8 @@ async def test_stop_gives_up_on_a_task_that_never_ends(caplog) -> None:  # type:
     supervisor = Supervisor([SideTask("immortal", immortal, required=False)])
     supervisor.start()
     await asyncio.sleep(0)
-    started = time.monotonic()
     await supervisor.stop(timeout=0.3)
-    assert time.monotonic() - started < 5
+    assert not any(runner.done() for runner in supervisor._runners)
     assert "left behind: side task immortal" in caplog.text
     mortal.set()  # now the next cancellation ends it
     await supervisor.stop(timeout=10)
