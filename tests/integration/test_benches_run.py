@@ -22,7 +22,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 SMALL_RUNS = {
     "bench_frontier.py": (["--sizes", "3000:300", "--record-seconds", "1"],
                           ["seed:", "claim + record without HTTP, batched",
-                           "batched recorder in", "planner round:"]),
+                           "batched recorder in",
+                           "planner round (a process of its own): solved in"]),
     "bench_windows.py": (["--pages", "300", "--window", "50", "--fetches", "4",
                           "--check-every", "2"],
                          ["incremental per fetch", "discovering"]),
