@@ -47,7 +47,7 @@ from crawler.core.model import FetchResult, Observation, Outcome, UrlRecord, rep
 from crawler.core.transition import HostContext, Transition, transition
 from crawler.daemon import heap
 from crawler.daemon.config import planner_inputs
-from crawler.daemon.planner import planner_pool, solve_once
+from crawler.daemon.planner import PlannerOutcome, planner_pool, solve_once
 from crawler.daemon.processes import default_processes
 from crawler.daemon.recorder import Recorder
 from crawler.db import frontier, migrate
@@ -277,34 +277,31 @@ def _planner_child(db_url: str, n_urls: int, walk: bool,
 
     async def run() -> str:
         pool = await planner_pool(db_url)  # its own connections, as the planner's
-        solved: list[tuple[float, float]] = []
+        solved: list[tuple[PlannerOutcome, float, float]] = []
 
-        def on_solved(_policy: object, outcome: object) -> None:
-            solved.append((time.perf_counter(), peak_rss_mb()))
+        def on_solved(_policy: object, outcome: PlannerOutcome) -> None:
+            solved.append((outcome, time.perf_counter(), peak_rss_mb()))
             if not walk:
                 raise _Solved
 
         try:
-            started = time.perf_counter()
-            try:
-                _, outcome = await solve_once(
-                    pool, schedule_policy(default_settings()),
-                    planner_inputs(default_settings(), budget_per_day=n_urls / 2.0,
-                                   concurrency=32, politeness_delay=1.0),
-                    window_seconds=60.0, round_seconds=0.0, rng=np.random.default_rng(1),
-                    on_solved=on_solved,
-                )
-            except _Solved:
-                outcome = None
-            state = {r["key"]: r["value"] for r in await pool.fetch(QUERIES["load_planner_state"])}
+            _, walked = await solve_once(
+                pool, schedule_policy(default_settings()),
+                planner_inputs(default_settings(), budget_per_day=n_urls / 2.0,
+                               concurrency=32, politeness_delay=1.0),
+                window_seconds=60.0, round_seconds=0.0, rng=np.random.default_rng(1),
+                on_solved=on_solved,
+            )
+        except _Solved:
+            walked = None
         finally:
             await pool.close()
-        solved_at, rss = solved[0]
-        line = (f"planner round (a process of its own): solved in {solved_at - started:.1f} s, "
-                f"population ~{state['population_estimate']:,.0f}, mu {state['mu']:.4g}; "
-                f"peak RSS at the solve {rss:.0f} MB")
-        if outcome is not None:
-            line += (f"; the re-plan walk rescheduled {outcome.rescheduled:,} URLs in "
+        outcome, solved_at, rss = solved[0]
+        line = (f"planner round (a process of its own): solved in {outcome.solve_seconds:.1f} s "
+                f"on a sample of {outcome.sampled:,} (population ~{outcome.population:,.0f}), "
+                f"mu {outcome.mu:.4g}; peak RSS at the solve {rss:.0f} MB")
+        if walked is not None:
+            line += (f"; the re-plan walk rescheduled {walked.rescheduled:,} URLs in "
                      f"{time.perf_counter() - solved_at:.1f} s more, peak RSS "
                      f"{peak_rss_mb():.0f} MB")
         else:

@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 
 import asyncpg
-from scratch import with_database
+from scratch import server_url, with_database
 
 from crawler.cli import read_seed_lines
 from crawler.config import default_settings
@@ -177,11 +177,5 @@ if __name__ == "__main__":
     parser.add_argument("--embedded", action="store_true",
                         help="start the embedded PostgreSQL in a temporary directory instead")
     ns = parser.parse_args()
-    if ns.embedded:
-        from crawler.db.connect import embedded_server
-
-        with tempfile.TemporaryDirectory(prefix="bench-seed-pg-") as data:
-            server = embedded_server(Path(data), cleanup_mode="delete")
-            asyncio.run(main(server.get_uri(database="postgres"), ns.urls, ns.hosts))
-    else:
-        asyncio.run(main(ns.database_url, ns.urls, ns.hosts))
+    with server_url(None if ns.embedded else ns.database_url) as url:
+        asyncio.run(main(url, ns.urls, ns.hosts))

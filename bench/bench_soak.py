@@ -19,16 +19,14 @@ import asyncio
 import os
 import signal
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import asyncpg
-from scratch import with_database
+from scratch import add_database_url, server_url, with_database
 
 from crawler.db import frontier
-from crawler.db.connect import embedded_server
 from crawler.db.migrate import upgrade
 from crawler.demo.sites import demo_sites
 from crawler.demo.web import DemoWeb
@@ -48,15 +46,11 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-async def soak(args: argparse.Namespace) -> int:
-    server_url = args.database_url
-    if not server_url:
-        server = embedded_server(Path(tempfile.mkdtemp(prefix="crawler-soak-")), "delete")
-        server_url = server.get_uri(database="postgres")
+async def soak(args: argparse.Namespace, maintenance_url: str) -> int:
     name = f"crawler_soak_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(server_url)
+    admin = await asyncpg.connect(maintenance_url)
     await admin.execute(f'CREATE DATABASE "{name}"')
-    db_url = with_database(server_url, name)
+    db_url = with_database(maintenance_url, name)
     proc: asyncio.subprocess.Process | None = None
     try:
         await upgrade(db_url)
@@ -134,9 +128,11 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=600.0, help="Seconds (default 600).")
     parser.add_argument("--sites", type=int, default=20, help="Demo sites (default 20).")
     parser.add_argument("--pages", type=int, default=50, help="Pages per site (default 50).")
-    parser.add_argument("--database-url", default=os.environ.get("CRAWLER_TEST_DATABASE_URL"),
-                        help="A PostgreSQL server's maintenance URL (default: embedded).")
-    raise SystemExit(asyncio.run(soak(parser.parse_args())))
+    add_database_url(parser)
+    args = parser.parse_args()
+    with server_url(args.database_url) as url:
+        code = asyncio.run(soak(args, url))
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":
