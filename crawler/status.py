@@ -6,12 +6,13 @@ The JSON shapes are documented in the README and kept stable.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import asdict
 from typing import Any
 
 import asyncpg
 
-from crawler.core.budget import BUDGET_CONFIGURED, BUDGET_DEFAULT
 from crawler.core.region import Region, effective_region
+from crawler.core.stored_plan import BUDGET_FROM_SETTING, Plan, plan_from_row
 from crawler.db.estimates import most_overdue_seconds, urls_due_paused
 from crawler.db.frontier import to_iso, to_unsigned64
 from crawler.db.queries import QUERIES
@@ -28,6 +29,8 @@ def _jsonable(value: Any) -> Any:
 
 
 LISTED = 5
+# A daemon whose heartbeat is older than this is gone (three heartbeats, as the planner counts).
+LIVE_DAEMON_SECONDS = 30.0
 
 
 async def most_overdue_urls(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
@@ -41,15 +44,13 @@ async def most_overdue_urls(conn: asyncpg.Connection, limit: int) -> list[asyncp
     return sorted(found, key=lambda r: r["next_fetch_at"])[:limit]
 
 
-def budget_source(configured: float | None, budget: float | None) -> str | None:
-    """Where the budget in force came from, in words naming the setting (issue 15)."""
-    if budget is None:
+def budget_source(plan: Plan | None) -> str | None:
+    """Where the budget in force came from, in words naming the setting."""
+    if plan is None:
         return None
-    if configured == BUDGET_CONFIGURED:
+    if plan.budget_source == BUDGET_FROM_SETTING:
         return "CRAWLER_BUDGET_PER_DAY"
-    if configured == BUDGET_DEFAULT:
-        return "default: uniform revisits at CRAWLER_DEFAULT_INTERVAL (set CRAWLER_BUDGET_PER_DAY)"
-    return "most politeness allows (a daemon older than the polite default)"
+    return "default: uniform revisits at CRAWLER_DEFAULT_INTERVAL (set CRAWLER_BUDGET_PER_DAY)"
 
 
 def _age(seconds: float) -> str:
@@ -66,7 +67,8 @@ async def collect_status(url: str) -> dict[str, Any]:
     try:
         counts = await conn.fetchrow(QUERIES["status_counts"])
         states = {r["state"]: r["n"] for r in await conn.fetch(QUERIES["urls_by_state"])}
-        planner_rows = await conn.fetch(QUERIES["load_planner_state"])
+        plan_row = await conn.fetchrow(QUERIES["latest_plan"])
+        applying = await conn.fetchrow(QUERIES["daemons_applying_plan"], LIVE_DAEMON_SECONDS)
         overdue = await most_overdue_urls(conn, LISTED)
         paused_due = await urls_due_paused(conn)
         overdue_seconds = await most_overdue_seconds(conn)
@@ -76,22 +78,27 @@ async def collect_status(url: str) -> dict[str, Any]:
     finally:
         await conn.close()
     assert counts is not None
-    planner = {r["key"]: r["value"] for r in planner_rows}
-    computed = max((r["updated_at"] for r in planner_rows if r["key"] == "mu"), default=None)
-    budget = planner.get("budget_per_day")
-    achieved = planner.get("achieved_per_day")
+    plan = None if plan_row is None else plan_from_row(plan_row)
+    computed = None if plan_row is None else plan_row["solved_at"]
+    budget = None if plan is None else plan.budget_per_day
+    achieved = None if plan is None else plan.achieved_per_day
     return {
         "planner": {
-            "mu": planner.get("mu"),
+            "version": None if plan is None else plan.version,
+            "mu": None if plan is None else plan.mu,
             "budget_per_day": budget,
             "achieved_per_day": achieved,
             "budget_use": achieved / budget if budget and achieved is not None else None,
-            "estimated_freshness": planner.get("estimated_freshness"),
-            "estimated_beta_currency": planner.get("estimated_beta_currency"),
-            "budget_source": budget_source(planner.get("budget_configured"), budget),
+            "estimated_freshness": None if plan is None else plan.estimated_freshness,
+            "estimated_beta_currency": None if plan is None else plan.estimated_beta_currency,
+            "budget_source": budget_source(plan),
+            "solved_for": None if plan is None else asdict(plan.solved_for),
+            "host_priors": 0 if plan is None else len(plan.host_priors),
             "computed_at": _jsonable(computed),
             "age_seconds": (dt.datetime.now(dt.UTC) - computed).total_seconds()
             if computed is not None else None,
+            "daemons_live": applying["live"] if applying else 0,
+            "daemons_applying": applying["applying"] if applying else 0,
         },
         "most_overdue": [
             {"url": r["url"], "overdue_seconds": float(r["overdue_seconds"])} for r in overdue
@@ -138,8 +145,17 @@ def render_status(status: dict[str, Any]) -> str:
         return "-" if value is None else format(value, fmt)
 
     if planner.get("computed_at"):
-        rows.append(("planner figures", f"computed {planner['computed_at']} "
+        rows.append(("plan in force", f"{planner['version']}, solved {planner['computed_at']} "
                      f"({_age(planner['age_seconds'])} ago)"))
+        solved = planner["solved_for"]
+        setting = solved["budget_setting_per_day"]
+        rows.append(("  solved for", f"{solved['mode']} schedule, {solved['objective']}, budget "
+                     + ("derived" if setting is None else f"{setting:.0f}/day")
+                     + f", intervals {_age(solved['min_interval_seconds'])}"
+                     f"..{_age(solved['max_interval_seconds'])}, default "
+                     f"{_age(solved['default_interval_seconds'])}"))
+        rows.append(("  applied by", f"{planner['daemons_applying']} of "
+                     f"{planner['daemons_live']} live fetch processes"))
     rows += [
         ("estimated freshness", number(planner["estimated_freshness"], ".3f")),
         ("estimated β-currency", number(planner["estimated_beta_currency"], ".3f")),

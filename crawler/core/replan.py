@@ -12,14 +12,17 @@ Pure: no clock, no I/O.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from crawler.core.estimate import ChangeHistory, GammaPrior, fast_posterior_rate
 from crawler.core.model import OK, SECONDS_PER_DAY, Observation, Schedule, UrlRecord
 from crawler.core.plan import fetch_rates
-from crawler.core.schedule import SchedulePolicy, next_fetch
+from crawler.core.schedule import SchedulePolicy, next_fetch, uniform_interval_seconds
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -35,14 +38,26 @@ def _relative_change(old: float, new: float) -> float:
     return abs(new - old) / max(abs(old), 1e-300)
 
 
+def _settings_of(policy: SchedulePolicy) -> tuple[object, ...]:
+    return (
+        policy.mode, policy.objective, policy.beta_seconds, policy.default_interval_seconds,
+        policy.min_interval_seconds, policy.max_interval_seconds,
+    )
+
+
 def policy_moved(walked: SchedulePolicy | None, new: SchedulePolicy) -> bool:
-    """Whether μ or the prior moved enough, since the policy of the last walk over the
-    population (``walked``), that some URL's rate may have moved materially.
+    """Whether the settings, μ or the prior moved enough, since the policy of the last walk over
+    the population (``walked``), that some URL's rate may have moved materially.
 
     Compared with the last walk's policy, not the last round's: a μ that drifts by 1% a round
-    must still trigger a walk once it has drifted by more than REPLAN_RELATIVE_CHANGE.
+    must still trigger a walk once it has drifted by more than REPLAN_RELATIVE_CHANGE. In the
+    uniform mode only the settings count: a lower default interval must pull due times in.
     """
-    if walked is None or walked.mu is None or new.mu is None:
+    if walked is None or _settings_of(walked) != _settings_of(new):
+        return True
+    if new.mode == "uniform":
+        return False
+    if walked.mu is None or new.mu is None:
         return True
     return (
         _relative_change(walked.mu, new.mu) > REPLAN_RELATIVE_CHANGE
@@ -50,6 +65,50 @@ def policy_moved(walked: SchedulePolicy | None, new: SchedulePolicy) -> bool:
         or _relative_change(walked.prior.rate, new.prior.rate) > REPLAN_RELATIVE_CHANGE
         or walked.host_priors != new.host_priors
     )
+
+
+def planned_rates(
+    change_rates: FloatArray, importance: FloatArray, policy: SchedulePolicy
+) -> FloatArray:
+    """The fetch rate ``policy`` gives each URL: the uniform one, or the optimum for its μ."""
+    if policy.mode == "uniform" or policy.mu is None:
+        return np.full(change_rates.shape, SECONDS_PER_DAY / uniform_interval_seconds(policy))
+    rates: FloatArray = fetch_rates(
+        change_rates, importance, policy.mu, policy.objective,
+        beta_days=policy.beta_seconds / SECONDS_PER_DAY,
+        min_interval_days=policy.min_interval_seconds / SECONDS_PER_DAY,
+        max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
+    )
+    return rates
+
+
+def current_rates(
+    histories: Sequence[ChangeHistory | None],
+    stored_rates: FloatArray,
+    host_ids: Sequence[int],
+    prior: GammaPrior,
+    host_priors: Mapping[int, GammaPrior],
+) -> FloatArray:
+    """Each URL's change rate as its next fetch will estimate it: the posterior mean of its
+    history under its host's (or the global) new prior, the prior's mean where it has none.
+
+    The rate stored with a URL was estimated under the prior in force at its last fetch. A
+    μ solved over those while the worker estimates under a refitted prior spends a different
+    budget than it was solved for: early in a crawl the prior moves by orders of magnitude
+    between rounds (from the default month to the seconds a fast web changes in), and μ
+    solved over month-long stored rates sent every page to its shortest interval.
+    """
+    rates = np.empty(len(histories), dtype=np.float64)
+    for i, (history, host) in enumerate(zip(histories, host_ids, strict=True)):
+        own = host_priors.get(host, prior)
+        if history is None or history.fetches <= 0:
+            rates[i] = own.mean_rate_per_day
+            continue
+        guess = float(stored_rates[i])
+        rates[i] = fast_posterior_rate(
+            history, own, guess if math.isfinite(guess) and guess > 0 else None
+        )
+    return rates
 
 
 def moved_urls(
@@ -60,13 +119,7 @@ def moved_urls(
 ) -> BoolArray:
     """Which URLs' fetch rate under ``policy`` moved materially from the stored one (a
     URL with no stored rate always counts as moved)."""
-    assert policy.mu is not None
-    new = fetch_rates(
-        change_rates, importance, policy.mu, policy.objective,
-        beta_days=policy.beta_seconds / SECONDS_PER_DAY,
-        min_interval_days=policy.min_interval_seconds / SECONDS_PER_DAY,
-        max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
-    )
+    new = planned_rates(change_rates, importance, policy)
     old = stored_fetch_rates
     moved: BoolArray = (old <= 0) | (np.abs(new - old) > RESCHEDULE_RELATIVE_CHANGE * old)
     return moved

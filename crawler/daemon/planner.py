@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import heapq
 import logging
+import math
 import multiprocessing
 import os
 import signal
@@ -35,8 +36,10 @@ import asyncpg
 import numpy as np
 
 from crawler.core.budget import (
+    BUDGET_CONFIGURED,
     PopulationPlan,
     budget_in_force,
+    collection_estimates,
     estimated_population,
     fleet_budget_per_day,
     id_strata,
@@ -44,8 +47,19 @@ from crawler.core.budget import (
 )
 from crawler.core.estimate import DEFAULT_PRIOR, ChangeHistory, GammaPrior, fit_gamma_prior
 from crawler.core.model import SECONDS_PER_DAY
-from crawler.core.replan import moved_urls, policy_moved, replanned
-from crawler.core.schedule import SchedulePolicy
+from crawler.core.replan import current_rates, moved_urls, policy_moved, replanned
+from crawler.core.schedule import SchedulePolicy, uniform_interval_seconds
+from crawler.core.stored_plan import (
+    BUDGET_FROM_DEFAULT,
+    BUDGET_FROM_SETTING,
+    Plan,
+    SolvedFor,
+    applied,
+    plan_from_row,
+    plan_parameters,
+    settings_moved,
+    solved_for,
+)
 from crawler.db.connect import create_pool
 from crawler.db.errors import DB_ERRORS, raise_if_cancelling, retried_later
 from crawler.db.frontier import record_from_row, refresh_hosts, to_datetime
@@ -76,6 +90,8 @@ MAX_HOST_PRIORS = 16
 # two parameters need far fewer).
 PRIOR_HISTORIES = 5_000
 MIN_URLS_FOR_HOST_PRIOR = 50
+# Plans kept in the database: the newest is in force; the rest are history for operators.
+PLANS_KEPT = 100
 # The planner process yields the CPU to the fetch loop when both want it.
 PLANNER_NICENESS = 10
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -119,6 +135,7 @@ class PlannerOutcome:
     population: float
     solve_seconds: float
     walked: bool = False  # whether the round walked the population (μ or the prior moved)
+    version: int = 0  # the stored plan's
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +148,7 @@ class Sample:
     crawl_delays: np.ndarray  # NaN where the host has no Crawl-delay
     histories: dict[str, list[ChangeHistory]]
     population: float
+    url_histories: list[ChangeHistory | None]  # per sampled URL, None where it has none
 
 
 async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -> Sample:
@@ -200,6 +218,7 @@ class _SampleRows:
         self.change_rates: list[float] = []
         self.delays: list[float] = []
         self.histories: dict[str, list[ChangeHistory]] = defaultdict(list)
+        self.url_histories: list[ChangeHistory | None] = []
 
     def add(self, row: asyncpg.Record) -> None:
         nan = float("nan")
@@ -209,14 +228,15 @@ class _SampleRows:
         self.change_rates.append(nan if rate is None else rate)
         delay = row["crawl_delay_seconds"]
         self.delays.append(nan if delay is None else delay)
+        history = None
         if row["intervals_observed"] > 0:
-            self.histories[str(row["host_id"])].append(
-                ChangeHistory(
-                    tuple(row["changed_intervals_days"] or ()),
-                    row["unchanged_days"],
-                    row["intervals_observed"],
-                )
+            history = ChangeHistory(
+                tuple(row["changed_intervals_days"] or ()),
+                row["unchanged_days"],
+                row["intervals_observed"],
             )
+            self.histories[str(row["host_id"])].append(history)
+        self.url_histories.append(history)
 
     def sample(self, population: float) -> Sample:
         return Sample(
@@ -226,6 +246,7 @@ class _SampleRows:
             np.array(self.delays, dtype=np.float64),
             dict(self.histories),
             population,
+            self.url_histories,
         )
 
 
@@ -247,6 +268,20 @@ async def fleet_budget(pool: asyncpg.Pool, inputs: PlannerInputs) -> float:
     return fleet_budget_per_day(rates["all_per_day"], rates["busiest_per_day"])
 
 
+async def latest_plan(conn: asyncpg.Connection | asyncpg.Pool) -> Plan | None:
+    """The newest stored plan, None before the first."""
+    row = await conn.fetchrow(QUERIES["latest_plan"])
+    return None if row is None else plan_from_row(row)
+
+
+async def store_plan(pool: asyncpg.Pool, plan: Plan) -> Plan:
+    """Store ``plan`` as the newest; returns it with its version. Old plans beyond
+    PLANS_KEPT are pruned."""
+    version = await pool.fetchval(QUERIES["store_plan"], *plan_parameters(plan))
+    await pool.execute(QUERIES["prune_plans"], PLANS_KEPT)
+    return replace(plan, version=int(version))
+
+
 async def solve_once(
     pool: asyncpg.Pool,
     policy: SchedulePolicy,
@@ -254,24 +289,31 @@ async def solve_once(
     *,
     window_seconds: float,
     round_seconds: float,
+    owner: str = "",
     rng: np.random.Generator | None = None,
     on_solved: Callable[[SchedulePolicy, PlannerOutcome], None] | None = None,
     stale_hosts: set[int] | None = None,
     walked: SchedulePolicy | None = None,
+    force: bool = False,
 ) -> tuple[SchedulePolicy, PlannerOutcome | None]:
     """One planning round. Returns the policy to use, and the outcome when this daemon solved.
 
     ``stale_hosts``: see ``reschedule``; the round first refreshes those left by the last one.
     ``walked``: the policy of this daemon's last walk over the population (None: none yet);
-    the round walks when μ or the prior moved materially since (``policy_moved``).
+    the round walks when the settings, μ or the prior moved materially since
+    (``policy_moved``). ``force``: solve even if another daemon solved this interval's round
+    (this daemon's settings differ from those the stored plan was solved for).
 
-    ``on_solved`` hears the new policy as soon as μ is stored, before the (long) walk that
-    reschedules the population, so that fetching adopts it at once.
+    The plan is stored before the (long) walk that reschedules the population, so that every
+    fetch process adopts it at once; ``on_solved`` hears it then.
     """
     if stale_hosts:
         await refresh_hosts(pool, stale_hosts)
-    if await pool.fetchval(QUERIES["planner_claim_round"], round_seconds) is None:
-        return await _adopt_stored(pool, policy), None
+    claimed = await pool.fetchval(
+        QUERIES["planner_claim_round"], 0.0 if force else round_seconds
+    )
+    if claimed is None:
+        return applied(policy, await latest_plan(pool)), None
     started = time.monotonic()
     sample = await read_sample(pool, inputs.sample_urls, rng or np.random.default_rng())
     prior, host_priors = await asyncio.to_thread(fit_priors, sample.histories)
@@ -283,24 +325,39 @@ async def solve_once(
         inputs.default_interval_seconds,
         await fleet_budget(pool, inputs) if inputs.budget_per_day is None else 0.0,
     )
-    plan = await asyncio.to_thread(
-        _solve_sample, sample, prior, host_priors, budget, policy, inputs.politeness_delay
-    )
+    if policy.mode == "optimal":
+        solved = await asyncio.to_thread(
+            _solve_sample, sample, prior, host_priors, budget, policy, inputs.politeness_delay
+        )
+        mu: float | None = solved.mu
+        freshness, currency = solved.estimated_freshness, solved.estimated_beta_currency
+    else:
+        mu = None
+        freshness, currency = _uniform_estimates(sample, prior, host_priors, policy)
     solve_seconds = time.monotonic() - started
     fetched = await pool.fetchval(QUERIES["fetches_since"], window_seconds)
     achieved = float(fetched) * SECONDS_PER_DAY / window_seconds
-    await pool.execute(
-        QUERIES["store_planner_state"],
-        ["mu", "prior_shape", "prior_rate", "budget_per_day", "achieved_per_day",
-         "estimated_freshness", "estimated_beta_currency", "budget_configured",
-         "population_estimate"],
-        [plan.mu, prior.shape, prior.rate, budget, achieved, plan.estimated_freshness,
-         plan.estimated_beta_currency, budget_source, sample.population],
-    )
-    new_policy = replace(policy, mu=plan.mu, prior=prior, host_priors=host_priors)
+    plan = await store_plan(pool, Plan(
+        solved_for=solved_for(policy, inputs.budget_per_day),
+        budget_per_day=budget,
+        budget_source=(
+            BUDGET_FROM_SETTING if budget_source == BUDGET_CONFIGURED else BUDGET_FROM_DEFAULT
+        ),
+        mu=mu,
+        prior=prior,
+        host_priors=host_priors,
+        estimated_freshness=freshness,
+        estimated_beta_currency=currency,
+        achieved_per_day=achieved,
+        sampled=int(sample.host_ids.size),
+        population=sample.population,
+        solved_by=owner,
+    ))
+    new_policy = applied(policy, plan)
     outcome = PlannerOutcome(
-        plan.mu, budget, achieved, plan.estimated_freshness, plan.estimated_beta_currency,
+        mu if mu is not None else math.nan, budget, achieved, freshness, currency,
         prior, 0, int(sample.host_ids.size), sample.population, solve_seconds,
+        version=plan.version,
     )
     if on_solved is not None:
         on_solved(new_policy, outcome)
@@ -313,6 +370,30 @@ async def solve_once(
         QUERIES["store_planner_state"], ["round_seconds"], [time.monotonic() - started]
     )
     return new_policy, outcome
+
+
+def _uniform_estimates(
+    sample: Sample,
+    prior: GammaPrior,
+    host_priors: dict[int, GammaPrior],
+    policy: SchedulePolicy,
+) -> tuple[float, float]:
+    """The uniform schedule's expected freshness and β-currency on the sample."""
+    rates = _sample_rates(sample, prior, host_priors)
+    uniform = np.full(rates.shape, SECONDS_PER_DAY / uniform_interval_seconds(policy))
+    return collection_estimates(
+        rates, uniform, sample.importance, policy.beta_seconds / SECONDS_PER_DAY
+    )
+
+
+def _sample_rates(
+    sample: Sample, prior: GammaPrior, host_priors: dict[int, GammaPrior]
+) -> np.ndarray:
+    """The sampled URLs' change rates as their next fetches will estimate them, under the
+    priors just fitted (``crawler.core.replan.current_rates``)."""
+    return current_rates(
+        sample.url_histories, sample.change_rates, sample.host_ids.tolist(), prior, host_priors
+    )
 
 
 def fit_priors(
@@ -349,13 +430,7 @@ def _solve_sample(
     delay / fraction among its sampled URLs. μ itself does not depend on the scale.
     """
     fraction = min(1.0, sample.host_ids.size / max(sample.population, 1.0))
-    rates = sample.change_rates.copy()
-    unknown = np.isnan(rates)
-    if unknown.any():
-        rates[unknown] = [
-            host_priors.get(int(h), prior).mean_rate_per_day
-            for h in sample.host_ids[unknown].tolist()
-        ]
+    rates = _sample_rates(sample, prior, host_priors)
     _, first, host_index = np.unique(sample.host_ids, return_index=True, return_inverse=True)
     crawl_delays = sample.crawl_delays[first]
     delays = np.where(
@@ -389,7 +464,6 @@ async def reschedule(
     the caller keeps it across rounds, so that a walk cut short by a database error is caught
     up by the next.
     """
-    assert policy.mu is not None
     after = 0
     moved_total = 0
     stale = set() if stale_hosts is None else stale_hosts
@@ -404,10 +478,20 @@ async def reschedule(
         old = np.array(
             [r["fetch_rate_per_day"] or 0.0 for r in rows], dtype=np.float64
         )
-        change = np.array(
-            [r["change_rate_per_day"] if r["change_rate_per_day"] is not None
-             else policy.prior.mean_rate_per_day for r in rows],
+        stored = np.array(
+            [r["change_rate_per_day"] if r["change_rate_per_day"] is not None else np.nan
+             for r in rows],
             dtype=np.float64,
+        )
+        histories = [
+            ChangeHistory(tuple(r["changed_intervals_days"] or ()), r["unchanged_days"],
+                          r["intervals_observed"]) if r["intervals_observed"] > 0 else None
+            for r in rows
+        ]
+        # As the URLs' next fetches will estimate them under the policy's priors, so that a
+        # refitted prior moves the URLs whose rate it moves.
+        change = current_rates(
+            histories, stored, host_ids.tolist(), policy.prior, policy.host_priors
         )
         weights = np.array([r["importance"] for r in rows], dtype=np.float64)
         moved = moved_urls(old, change, weights, policy)
@@ -459,59 +543,66 @@ async def _reschedule_ids(
     return len(touched), {r["host_id"] for r in touched}
 
 
-async def _adopt_stored(
-    conn: asyncpg.Connection | asyncpg.Pool, policy: SchedulePolicy
-) -> SchedulePolicy:
-    state = {r["key"]: r["value"] for r in await conn.fetch(QUERIES["load_planner_state"])}
-    if "mu" not in state:
-        return policy
-    prior = policy.prior
-    if state.get("prior_shape", 0) > 0 and state.get("prior_rate", 0) > 0:
-        prior = GammaPrior(state["prior_shape"], state["prior_rate"])
-    return replace(policy, mu=state["mu"], prior=prior)
-
-
 async def run_planner(
     pool: asyncpg.Pool,
-    get_policy: Callable[[], SchedulePolicy],
-    set_policy: Callable[[SchedulePolicy], None],
+    policy: SchedulePolicy,
     inputs: PlannerInputs,
     solved: Callable[[PlannerOutcome], None],
     interval_seconds: float,
+    owner: str = "",
 ) -> None:
-    """Plan now, then every ``interval_seconds`` (skipping rounds another daemon has solved)."""
+    """Plan now, then every ``interval_seconds`` (skipping rounds another daemon has solved).
+
+    The first round solves even if another daemon solved this interval's, when this daemon's
+    settings differ from those the newest plan was solved for: a new budget, objective, mode
+    or interval bound takes effect at start, not a planner interval later.
+    """
     # A round another daemon started less than this long ago counts as this interval's.
     round_seconds = 0.8 * interval_seconds
     stale_hosts: set[int] = set()  # URLs rescheduled, due time not yet refreshed
     walked: SchedulePolicy | None = None  # the policy of the last walk over the population
+    wanted = solved_for(policy, inputs.budget_per_day)
+    force: bool | None = None  # decided once, against the plan in force at start
     while True:
         started = time.monotonic()
-
-        def adopt(policy: SchedulePolicy, outcome: PlannerOutcome) -> None:
-            set_policy(policy)
-            solved(outcome)
-
         with retried_later("the planner round", log):
+            if force is None:
+                stored = await latest_plan(pool)
+                force = settings_moved(stored, wanted)
+                if force and stored is not None:
+                    log.info("planner: settings differ from those plan %d was solved for "
+                             "(%s); re-planning now", stored.version,
+                             _settings_change(stored.solved_for, wanted))
             policy, outcome = await solve_once(
-                pool, get_policy(), inputs,
+                pool, policy, inputs,
                 window_seconds=max(2.0 * interval_seconds, 5.0), round_seconds=round_seconds,
-                on_solved=adopt, stale_hosts=stale_hosts, walked=walked,
+                owner=owner, stale_hosts=stale_hosts, walked=walked, force=force,
             )
-            if outcome is not None and outcome.walked:
-                walked = policy
-            if outcome is None:
-                set_policy(policy)
-            else:
+            force = False
+            if outcome is not None:
+                solved(outcome)
+                if outcome.walked:
+                    walked = policy
                 log.info(
-                    "planner: mu=%.4g budget=%.0f/day achieved=%.0f/day freshness=%.3f "
-                    "sampled=%d of ~%.0f, solved in %.2fs; rescheduled=%d prior=(%.3g, %.3g) "
-                    "round %.2fs",
-                    outcome.mu, outcome.budget_per_day, outcome.achieved_per_day,
-                    outcome.estimated_freshness, outcome.sampled, outcome.population,
-                    outcome.solve_seconds, outcome.rescheduled, outcome.prior.shape,
-                    outcome.prior.rate, time.monotonic() - started,
+                    "planner: plan %d mu=%.4g budget=%.0f/day achieved=%.0f/day "
+                    "freshness=%.3f sampled=%d of ~%.0f, solved in %.2fs; rescheduled=%d "
+                    "prior=(%.3g, %.3g) round %.2fs",
+                    outcome.version, outcome.mu, outcome.budget_per_day,
+                    outcome.achieved_per_day, outcome.estimated_freshness, outcome.sampled,
+                    outcome.population, outcome.solve_seconds, outcome.rescheduled,
+                    outcome.prior.shape, outcome.prior.rate, time.monotonic() - started,
                 )
         await asyncio.sleep(interval_seconds)
+
+
+def _settings_change(old: SolvedFor, new: SolvedFor) -> str:
+    """What moved between two SolvedFor, in words: "budget_setting_per_day 1000 -> 500"."""
+    moved = [
+        f"{name} {getattr(old, name)} -> {getattr(new, name)}"
+        for name in SolvedFor.__dataclass_fields__
+        if getattr(old, name) != getattr(new, name)
+    ]
+    return ", ".join(moved)
 
 
 @dataclass(frozen=True, slots=True)
@@ -524,25 +615,21 @@ class PlannerConfig:
     interval_seconds: float
     log_level: str = "INFO"
     log_json: bool = False
+    owner: str = ""  # the daemon it plans for, stored with each plan it solves
 
 
 class PlannerProcess:
     """``run_planner`` in a process of its own, at a lower CPU priority than the daemon.
 
     A thread would share the interpreter lock with the fetch loop and, measured on a busy
-    2-core machine, took a third of its fetch rate during a round. The process sends each
-    solved policy and outcome over a pipe; the fetch loop adopts them between fetches. It ends
-    when told to, or when the pipe closes because the daemon is gone.
+    2-core machine, took a third of its fetch rate during a round. The plan it solves goes to
+    the database, where every fetch process reads it; the process sends each outcome over a
+    pipe for this daemon's metrics. It ends when told to, or when the pipe closes because the
+    daemon is gone.
     """
 
-    def __init__(
-        self,
-        config: PlannerConfig,
-        set_policy: Callable[[SchedulePolicy], None],
-        events: Events,
-    ) -> None:
+    def __init__(self, config: PlannerConfig, events: Events) -> None:
         self._config = config
-        self._set_policy = set_policy
         self._events = events
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe()
@@ -563,9 +650,7 @@ class PlannerProcess:
         except (EOFError, OSError):
             asyncio.get_running_loop().remove_reader(self._conn.fileno())
             return
-        if kind == "policy":
-            self._set_policy(value)
-        elif kind == "outcome":
+        if kind == "outcome":
             report_outcome(self._events, value)
 
     @property
@@ -586,13 +671,11 @@ class PlannerProcess:
         self._conn.close()
 
 
-async def supervised_planner(
-    config: PlannerConfig, set_policy: Callable[[SchedulePolicy], None], events: Events
-) -> None:
+async def supervised_planner(config: PlannerConfig, events: Events) -> None:
     """The planner process as a side task: it raises when the process dies unasked, so the
     daemon's supervisor logs it, reports not ready and starts a new one with backoff."""
     _test_failure_hook()
-    process = PlannerProcess(config, set_policy, events)
+    process = PlannerProcess(config, events)
     process.start()
     try:
         while process.exitcode is None:
@@ -658,16 +741,6 @@ async def _planner_process(config: PlannerConfig, conn: Connection) -> None:
             task.cancel()
 
     loop.add_reader(conn.fileno(), on_message)
-    current = config.policy
-
-    def get_policy() -> SchedulePolicy:
-        return current
-
-    def set_policy(policy: SchedulePolicy) -> None:
-        nonlocal current
-        current = policy
-        with contextlib.suppress(OSError):
-            conn.send(("policy", policy))
 
     def solved(outcome: PlannerOutcome) -> None:
         with contextlib.suppress(OSError):
@@ -683,7 +756,7 @@ async def _planner_process(config: PlannerConfig, conn: Connection) -> None:
                 log.warning("planner: database unavailable (%s); retrying", exc)
                 await asyncio.sleep(1.0)
         await run_planner(
-            pool, get_policy, set_policy, config.inputs, solved, config.interval_seconds
+            pool, config.policy, config.inputs, solved, config.interval_seconds, config.owner
         )
     except asyncio.CancelledError:
         pass

@@ -26,9 +26,9 @@ import asyncpg
 from aiohttp import web
 
 from crawler.commands.errors import UserError
-from crawler.core.schedule import SchedulePolicy
 from crawler.daemon import heap
 from crawler.daemon.config import HEARTBEAT_SECONDS, planner_inputs, worker_config
+from crawler.daemon.follow import PlanFollower
 from crawler.daemon.http import make_app, start_server
 from crawler.daemon.looplag import watch_loop_lag
 from crawler.daemon.planner import PlannerConfig, supervised_planner
@@ -91,11 +91,14 @@ async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics, settings: Settin
         await asyncio.sleep(SAMPLE_INTERVAL_SECONDS)
 
 
-async def heartbeat(pool: asyncpg.Pool, owner: str, concurrency: int, seconds: float) -> None:
-    """Side task: this daemon's row in ``daemons``, so the planner counts its capacity."""
+async def heartbeat(
+    pool: asyncpg.Pool, owner: str, concurrency: int, seconds: float, follower: PlanFollower
+) -> None:
+    """Side task: this daemon's row in ``daemons``, so the planner counts its capacity, and
+    the plan version it schedules under."""
     while True:
         with retried_later("the heartbeat", log):
-            await pool.execute(QUERIES["heartbeat"], owner, concurrency)
+            await pool.execute(QUERIES["heartbeat"], owner, concurrency, follower.version)
         await asyncio.sleep(seconds)
 
 
@@ -303,6 +306,10 @@ async def _start(
                                        pgbouncer=settings.pgbouncer)
     daemon = Daemon(settings, url, head, owner, pool, metrics, collection, webhook_session, plans)
     daemon.session = session
+    # The plan in force before the first fetch: a process that starts between two rounds
+    # schedules under the newest plan at once, not at the uniform fallback.
+    with contextlib.suppress(*DB_ERRORS):
+        await daemon.follower.adopt_newest()
     started.append(daemon)
     if port is None:
         log.info("daemon %s on %s (fetch process of a --processes set)", owner, describe(url))
@@ -328,6 +335,7 @@ class Daemon:
         self.webhook_session = webhook_session
         self.plans = plans
         self.worker_config = worker_config(settings, owner)
+        self.follower = PlanFollower(pool, self.worker_config, owner)
         self.session: aiohttp.ClientSession | None = None
         self.loop_task: asyncio.Task[None] | None = None
         self.supervisor = Supervisor(self._side_tasks())
@@ -337,8 +345,9 @@ class Daemon:
         tasks = [
             SideTask("loop lag watch", lambda: watch_loop_lag(self.metrics), required=False),
             SideTask("heartbeat", lambda: heartbeat(
-                self.pool, self.owner, settings.concurrency, HEARTBEAT_SECONDS
+                self.pool, self.owner, settings.concurrency, HEARTBEAT_SECONDS, self.follower
             ), required=False),
+            SideTask("plan follower", self.follower.run, required=True),
         ]
         if self.plans:
             tasks.append(SideTask("frontier sampler",
@@ -348,22 +357,18 @@ class Daemon:
                 self.pool, retention_days=settings.observation_retention_days,
                 keep_undelivered=bool(settings.webhook_url), pgbouncer=settings.pgbouncer,
             ), required=False))
-        if self.plans and settings.schedule == "optimal":
-
-            def set_policy(policy: SchedulePolicy) -> None:
-                self.worker_config.schedule = policy
-
+        if self.plans:  # in the uniform mode too: a new interval reschedules the population
             config = PlannerConfig(
                 self.url,
-                self.worker_config.schedule,
+                self.follower.settings_policy,
                 planner_inputs(settings),
                 settings.planner_interval,
                 settings.log_level,
                 settings.log_json,
+                self.owner,
             )
             tasks.append(SideTask(
-                "planner", lambda: supervised_planner(config, set_policy, self.metrics),
-                required=True,
+                "planner", lambda: supervised_planner(config, self.metrics), required=True,
             ))
         if settings.webhook_url and self.webhook_session is not None:
             delivery = WebhookDelivery(

@@ -475,12 +475,14 @@ FROM per_host;
 
 -- name: heartbeat
 -- A daemon says it is alive, and how many hosts it fetches at once.
-INSERT INTO daemons (owner, concurrency, started_at, heartbeat_at)
-VALUES ($1, $2, now(), now())
+-- $3: the plan version it schedules under (NULL before it has adopted one).
+INSERT INTO daemons (owner, concurrency, started_at, heartbeat_at, plan_version)
+VALUES ($1, $2, now(), now(), $3)
 -- EXCLUDED's now(), not now() in DO UPDATE: the same time, and Citus (daemons a reference
 -- table) takes only immutable functions there.
 ON CONFLICT (owner) DO UPDATE
-    SET concurrency = EXCLUDED.concurrency, heartbeat_at = EXCLUDED.heartbeat_at;
+    SET concurrency = EXCLUDED.concurrency, heartbeat_at = EXCLUDED.heartbeat_at,
+        plan_version = EXCLUDED.plan_version;
 
 -- name: daemon_stopped
 DELETE FROM daemons WHERE owner = $1;
@@ -489,7 +491,8 @@ DELETE FROM daemons WHERE owner = $1;
 -- The planner's rescheduling walk: the next $2 active URLs after id $1 whose last
 -- fetch saw content, with what decides their rate (primary key index; one small chunk per
 -- short transaction). A failing URL keeps its retry backoff.
-SELECT id, host_id, importance, change_rate_per_day, fetch_rate_per_day
+SELECT id, host_id, importance, change_rate_per_day, fetch_rate_per_day,
+       changed_intervals_days, unchanged_days, intervals_observed
 FROM urls
 WHERE id > $1
   AND state = 'active'
@@ -1040,3 +1043,38 @@ UPDATE sites SET include_patterns = $2, exclude_patterns = $3 WHERE id = $1;
 -- name: site_patterns
 -- A windowed site's own URL patterns, by primary key, for filtering the links a fetch found.
 SELECT include_patterns, exclude_patterns FROM sites WHERE id = $1;
+
+-- name: store_plan
+-- A solved plan (crawler.core.stored_plan.plan_parameters gives the parameters' order).
+INSERT INTO plans (
+    solved_by, mode, objective, beta_seconds, default_interval_seconds, min_interval_seconds,
+    max_interval_seconds, budget_setting_per_day, budget_per_day, budget_source, mu,
+    prior_shape, prior_rate, host_priors, estimated_freshness, estimated_beta_currency,
+    achieved_per_day, sampled, population
+)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, $17, $18,
+        $19)
+RETURNING version;
+
+-- name: prune_plans
+-- Keep the newest $1 plans: the history status and tests read, bounded.
+DELETE FROM plans WHERE version <= (SELECT max(version) FROM plans) - $1;
+
+-- name: latest_plan
+SELECT * FROM plans ORDER BY version DESC LIMIT 1;
+
+-- name: latest_plan_version
+-- Every fetch process asks this every few seconds: one entry of the primary key.
+SELECT max(version) FROM plans;
+
+-- name: daemon_plan_version
+-- A fetch process adopted plan $2: said at once, not at the next heartbeat.
+UPDATE daemons SET plan_version = $2 WHERE owner = $1;
+
+-- name: daemons_applying_plan
+-- crawler status: live fetch processes (heartbeat newer than $1 s), and those that schedule
+-- under the newest plan.
+SELECT count(*)::int AS live,
+       count(*) FILTER (WHERE plan_version = (SELECT max(version) FROM plans))::int AS applying
+FROM daemons
+WHERE heartbeat_at > now() - make_interval(secs => $1);

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     ForeignKeyConstraint,
+    Identity,
     Index,
     Integer,
     LargeBinary,
@@ -352,4 +353,35 @@ daemons = Table(
     Column("concurrency", Integer, nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # The plan version this daemon schedules under (``plans.version``), refreshed with the
+    # heartbeat: every live daemon should show the newest.
+    Column("plan_version", BigInteger, nullable=True),
+)
+
+# The plans the planner solved (crawler.core.stored_plan), newest last: what every fetch
+# process schedules under, and the settings each was solved for.
+plans = Table(
+    "plans",
+    metadata,
+    Column("version", BigInteger, Identity(always=False), primary_key=True),
+    Column("solved_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("solved_by", Text, nullable=False),
+    Column("mode", Text, nullable=False),
+    Column("objective", Text, nullable=False),
+    Column("beta_seconds", Float, nullable=False),
+    Column("default_interval_seconds", Float, nullable=False),
+    Column("min_interval_seconds", Float, nullable=False),
+    Column("max_interval_seconds", Float, nullable=False),
+    Column("budget_setting_per_day", Float, nullable=True),
+    Column("budget_per_day", Float, nullable=False),
+    Column("budget_source", Text, nullable=False),
+    Column("mu", Float, nullable=True),
+    Column("prior_shape", Float, nullable=False),
+    Column("prior_rate", Float, nullable=False),
+    Column("host_priors", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("estimated_freshness", Float, nullable=True),
+    Column("estimated_beta_currency", Float, nullable=True),
+    Column("achieved_per_day", Float, nullable=True),
+    Column("sampled", Integer, nullable=False, server_default="0"),
+    Column("population", Float, nullable=False, server_default="0"),
 )

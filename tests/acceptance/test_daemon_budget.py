@@ -68,7 +68,7 @@ async def test_daemon_spends_budget_on_the_right_pages(db_url: str) -> None:
             "WHERE o.fetched_at >= to_timestamp($1) AND o.fetched_at < to_timestamp($2) "
             "GROUP BY u.url", started + WARMUP_SECONDS, started + RUN_SECONDS - 1.0,
         )
-        mu = await pool.fetchval("SELECT value FROM planner_state WHERE key = 'mu'")
+        mu = await pool.fetchval("SELECT mu FROM plans ORDER BY version DESC LIMIT 1")
         await pool.close()
     finally:
         await web.stop()

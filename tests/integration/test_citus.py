@@ -61,6 +61,7 @@ ALTER DATABASE "{db}" SET citus.override_table_visibility = off;
 SET citus.enable_local_reference_table_foreign_keys = off;
 SELECT create_reference_table('sites');
 SELECT create_reference_table('planner_state');
+SELECT create_reference_table('plans');
 SELECT create_reference_table('daemons');
 SELECT create_distributed_function('crawler_host_id(text)');
 SELECT create_distributed_function('crawler_url_host_id(text)');

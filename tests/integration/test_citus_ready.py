@@ -38,7 +38,7 @@ HOST_OWNED = {
     "change_events": "host_id",
 }
 # Small tables every node needs whole (Citus reference tables), or the coordinator alone.
-REFERENCE = {"sites", "planner_state", "daemons", "alembic_version"}
+REFERENCE = {"sites", "planner_state", "plans", "daemons", "alembic_version"}
 
 # Statements that touch host-owned tables without naming their hosts, and why that is right.
 FLEET_WIDE = {

@@ -217,18 +217,21 @@ def sql(db_url: str, statement: str) -> None:
 def test_status_says_which_budget_and_when_planned(db_url: str) -> None:
     assert crawler("seed", "http://a.example/", db_url=db_url).returncode == 0
     human = crawler("status", db_url=db_url)
-    assert "computed" not in human.stdout  # no planner has run: nothing to date
+    assert "plan in force" not in human.stdout  # no planner has run: nothing to date
     sql(db_url,
-        "INSERT INTO planner_state (key, value, updated_at) VALUES "
-        "('mu', 0.1, now() - interval '44 minutes'), ('budget_per_day', 1.0, now()), "
-        "('budget_configured', 0.0, now()), ('estimated_freshness', 0.8, now())")
+        "INSERT INTO plans (solved_at, solved_by, mode, objective, beta_seconds, "
+        "default_interval_seconds, min_interval_seconds, max_interval_seconds, "
+        "budget_setting_per_day, budget_per_day, budget_source, mu, prior_shape, prior_rate, "
+        "estimated_freshness) VALUES (now() - interval '44 minutes', 'test', 'optimal', "
+        "'freshness', 86400, 86400, 60, 31536000, NULL, 1.0, 'default', 0.1, 0.5, 15, 0.8)")
 
     planner = json.loads(crawler("status", "--json", db_url=db_url).stdout)["planner"]
     assert planner["budget_source"].startswith("default") and "CRAWLER_DEFAULT_INTERVAL" in \
         planner["budget_source"]
     assert planner["computed_at"] is not None and 43 * 60 < planner["age_seconds"] < 50 * 60
     human = crawler("status", db_url=db_url)
-    assert "computed" in human.stdout and "44 min ago" in human.stdout
+    assert "plan in force" in human.stdout and "44 min ago" in human.stdout
+    assert "optimal schedule, freshness, budget derived" in human.stdout
 
 
 def test_a_site_is_its_origin_and_an_unknown_one_is_an_error(db_url: str) -> None:

@@ -90,7 +90,7 @@ async def test_sampled_solve_matches_the_full_population(db_url: str) -> None:
         # μ from a 10% sample is within a few percent of μ from every URL.
         assert outcome.mu == pytest.approx(full.mu, rel=0.1)
         assert policy.mu == outcome.mu
-        stored_mu = await pool.fetchval("SELECT value FROM planner_state WHERE key = 'mu'")
+        stored_mu = await pool.fetchval("SELECT mu FROM plans ORDER BY version DESC LIMIT 1")
         assert stored_mu == pytest.approx(outcome.mu)
         # The walk rescheduled exactly the URLs whose rate under the solved policy moved
         # materially from the stored one: nearly every off URL, and few others. (Not every
