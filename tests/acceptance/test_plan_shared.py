@@ -20,8 +20,8 @@ from crawler.config import schedule_policy
 from crawler.core.estimate import GammaPrior
 from crawler.core.schedule import optimal_fetch_rate_per_day
 from crawler.core.stored_plan import host_priors_from_json
-from crawler.db import frontier
 from crawler.daemon.follow import PLAN_POLL_SECONDS
+from crawler.db import frontier
 from crawler.demo.processes import PoissonProcess
 from crawler.demo.sites import PageSpec, SiteSpec
 from crawler.demo.web import DemoWeb
@@ -55,7 +55,9 @@ def settings_env(db_url: str, budget_per_second: float, **extra: str) -> dict[st
     )
 
 
-async def wait_for(pool: asyncpg.Pool, query: str, deadline_seconds: float, *args: object) -> object:
+async def wait_for(
+    pool: asyncpg.Pool, query: str, deadline_seconds: float, *args: object
+) -> object:
     deadline = time.monotonic() + deadline_seconds
     while time.monotonic() < deadline:
         value = await pool.fetchval(query, *args)
@@ -163,7 +165,8 @@ async def test_a_restart_with_half_the_budget_replans_at_once(db_url: str) -> No
         before_rate = await pool.fetchval(total_rate)
         before_due = dict(await pool.fetch("SELECT id, next_fetch_at FROM urls"))
 
-        proc = await start_daemon(settings_env(db_url, 4.0, planner_interval=str(planner_interval)))
+        env = settings_env(db_url, 4.0, planner_interval=str(planner_interval))
+        proc = await start_daemon(env)
         restarted = time.monotonic()
         try:
             version = await wait_for(
