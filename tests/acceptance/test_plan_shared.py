@@ -200,3 +200,48 @@ async def test_a_restart_with_half_the_budget_replans_at_once(db_url: str) -> No
     finally:
         await pool.close()
         await web.stop()
+
+
+async def test_a_lower_uniform_interval_pulls_due_times_in(db_url: str) -> None:
+    web = DemoWeb(web_sites())
+    await web.start()
+    pool = await asyncpg.create_pool(db_url)
+    latest_due = "SELECT extract(epoch FROM max(next_fetch_at)) FROM urls WHERE state = 'active'"
+    try:
+        await frontier.seed(pool, [(u, 1.0) for u in web.urls()], time.time())
+        env = daemon_env(db_url, schedule="uniform", default_interval="3600",
+                         min_interval="1", planner_interval="60", politeness_delay="0.05",
+                         poll_interval="0.05")
+        proc = await start_daemon(env)
+        try:
+            await wait_for(pool, "SELECT count(*) = 0 FROM urls WHERE last_fetched_at IS NULL",
+                           60.0)
+            await wait_for(pool, "SELECT count(*) FROM plans", 60.0)
+        finally:
+            out = await stop_daemon(proc)
+        assert proc.returncode == 0, out[-3000:]
+        assert await pool.fetchval(latest_due) > time.time() + 3000  # an hour away
+
+        env = daemon_env(db_url, schedule="uniform", default_interval="20",
+                         min_interval="1", planner_interval="60", politeness_delay="0.05",
+                         poll_interval="0.05")
+        proc = await start_daemon(env)
+        restarted = time.time()
+        try:
+            # Every URL due within the new interval of its last fetch, without waiting an hour.
+            deadline = time.monotonic() + 45.0
+            while time.monotonic() < deadline:
+                if await pool.fetchval(latest_due) < time.time() + 20.0:
+                    break
+                await asyncio.sleep(0.5)
+            assert await pool.fetchval(latest_due) < time.time() + 20.0
+            # ... and fetched again at the new interval.
+            await wait_for(pool, "SELECT count(*) = 0 FROM urls WHERE state = 'active' AND "
+                           "last_attempt_at < to_timestamp($1)", 60.0, restarted)
+        finally:
+            out = await stop_daemon(proc)
+        assert proc.returncode == 0, out[-3000:]
+        assert "re-planning now" in out, out[-3000:]
+    finally:
+        await pool.close()
+        await web.stop()
