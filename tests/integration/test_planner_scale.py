@@ -14,10 +14,10 @@ import pytest
 
 from crawler.config import default_settings, schedule_policy
 from crawler.core.budget import derived_budget_per_day, plan_population
-from crawler.core.estimate import GammaPrior
+from crawler.core.estimate import ChangeHistory, GammaPrior
 from crawler.core.model import SECONDS_PER_DAY, UrlRecord
 from crawler.core.periodic import PeriodicModel
-from crawler.core.replan import moved_urls
+from crawler.core.replan import current_rates, moved_urls
 from crawler.core.schedule import SchedulePolicy
 from crawler.daemon.config import planner_inputs
 from crawler.daemon.planner import (
@@ -51,8 +51,14 @@ async def populate(pool: asyncpg.Pool, hosts: int = HOSTS) -> np.ndarray:
     await pool.execute(
         """UPDATE urls SET state = 'active', last_fetched_at = now() - interval '1 hour',
                   change_rate_per_day = 0.01 * power(10000.0, random()),
-                  fetch_rate_per_day = 1.0, intervals_observed = 3,
-                  unchanged_days = 2.0, changed_intervals_days = '{0.5}'"""
+                  fetch_rate_per_day = 1.0"""
+    )
+    # Histories that say those rates: 200 fetches a mean change interval apart, 126 of which
+    # saw a change (1 - 1/e of them), so the posterior the planner re-estimates is the rate.
+    await pool.execute(
+        """UPDATE urls SET intervals_observed = 200,
+                  changed_intervals_days = array_fill(1.0 / change_rate_per_day, ARRAY[126]),
+                  unchanged_days = 74.0 / change_rate_per_day"""
     )
     rows = await pool.fetch("SELECT change_rate_per_day FROM urls ORDER BY id")
     return np.array([r[0] for r in rows])
@@ -96,7 +102,14 @@ async def test_sampled_solve_matches_the_full_population(db_url: str) -> None:
         # materially from the stored one: nearly every off URL, and few others. (Not every
         # one: an off URL near the freshness cut-off can land within 10% of its tripled rate
         # under the sample's slightly different μ, and then correctly keeps its schedule.)
-        expected = moved_urls(stored, rates, np.ones(rates.size), policy)
+        # Each URL's rate as the walk estimates it: its history under the fitted prior.
+        rows = await pool.fetch(
+            "SELECT host_id, changed_intervals_days, unchanged_days, intervals_observed "
+            "FROM urls ORDER BY id")
+        histories = [ChangeHistory(tuple(r[1]), r[2], r[3]) for r in rows]
+        current = current_rates(histories, rates, [r[0] for r in rows], policy.prior,
+                                policy.host_priors)
+        expected = moved_urls(stored, current, np.ones(rates.size), policy)
         assert expected[off].mean() > 0.95
         assert expected[~off].mean() < 0.1
         assert outcome.rescheduled == expected.sum()
