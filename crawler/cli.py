@@ -317,8 +317,11 @@ def cmd_seed(args: argparse.Namespace) -> int:
         print(seed_interrupted(committed, len(urls)), file=sys.stderr)
         return PARTIAL
     repeated = f", {plural(duplicates, 'duplicate')}" if duplicates else ""
-    print(f"seeded {plural(result.inserted, 'new URL')} ({result.already_known} already known, "
-          f"{len(errors)} malformed{repeated}{rejection_summary(rejected)})")
+    # Known URLs that had no next fetch time, or were gone, are due now: said, so that the
+    # line tells which known URLs the seed moved.
+    made_due = f", {result.made_due} of them due now" if result.made_due else ""
+    print(f"seeded {plural(result.inserted, 'new URL')} ({result.already_known} already known"
+          f"{made_due}, {len(errors)} malformed{repeated}{rejection_summary(rejected)})")
     return PARTIAL if errors else 0
 
 
@@ -592,7 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in (
         "simulate", "plan", "report", "hosts", "export", "manage", "versions", "get", "diff",
-        "changes", "watch",
+        "changes", "watch", "recheck",
     ):
         __import__(f"crawler.commands.{module}", fromlist=["register"]).register(sub)
     return parser

@@ -59,10 +59,33 @@ class SchedulePolicy:
         return self.host_priors.get(host_id, self.prior)
 
 
+# Doublings past which a backoff is at any interval bound (2**60 minutes is ~2e12 years);
+# a larger exponent would overflow a float.
+MAX_DOUBLINGS = 60
+
+
 def failure_retry_seconds(consecutive_failures: int, policy: SchedulePolicy) -> float:
-    """Exponential backoff after failed fetches, never beyond the normal interval's bounds."""
-    backoff = FIRST_RETRY_SECONDS * 2.0 ** max(0, consecutive_failures - 1)
+    """Exponential backoff after failed fetches, growing to the maximum interval and staying
+    there: a failing URL is never dropped from the schedule, only checked less often."""
+    doublings = min(max(0, consecutive_failures - 1), MAX_DOUBLINGS)
+    backoff = FIRST_RETRY_SECONDS * 2.0**doublings
     return max(policy.min_interval_seconds, min(backoff, policy.max_interval_seconds))
+
+
+def gone_retry_seconds(consecutive_gone: int, policy: SchedulePolicy) -> float:
+    """When to check a page that answered 404/410 ``consecutive_gone`` times in a row.
+
+    A geometric backoff from the uniform interval (the first recheck) to the maximum interval,
+    reached at the ``gone_checks_before_max_interval``-th answer and kept from then on: a page
+    that was deleted by mistake is found back within a revisit, and a page that stays gone
+    costs one fetch per maximum interval, never none (it may come back)."""
+    first = uniform_interval_seconds(policy)
+    last = policy.max_interval_seconds
+    checks = policy.gone_checks_before_max_interval
+    answers = max(1, consecutive_gone)  # the answer being scheduled counts
+    if answers >= checks or first >= last:
+        return last
+    return first * math.pow(last / first, (answers - 1) / (checks - 1))
 
 
 def uniform_interval_seconds(policy: SchedulePolicy) -> float:
@@ -168,9 +191,7 @@ def next_fetch(
     if obs.outcome == REDIRECT:
         return Schedule(now + policy.max_interval_seconds)  # checked rarely: may move back
     if obs.outcome == GONE:
-        if record.consecutive_failures >= policy.gone_checks_before_max_interval:
-            return Schedule(now + policy.max_interval_seconds)
-        return Schedule(now + uniform_interval_seconds(policy))
+        return Schedule(now + gone_retry_seconds(record.consecutive_failures, policy))
     if obs.outcome not in CONTENT_OUTCOMES:
         return Schedule(now + failure_retry_seconds(record.consecutive_failures, policy))
     change_rate = estimated_rate_per_day(record, policy)

@@ -248,8 +248,10 @@ def transition(
             after, change_rate_per_day=schedule.change_rate_per_day,
             # A window page's body was examined for links (page_url given): read, even when
             # it held none (not HTML), so that its next fetch is conditional again. (A page
-            # whose links are unread never takes the same-bytes shortcut.)
-            out_links_read=record.out_links_read
+            # whose links are unread never takes the same-bytes shortcut.) A gone page's links
+            # are dropped: unread again, so that the fetch finding it back, even with the
+            # bytes it had, reads them and its part of the window comes back with it.
+            out_links_read=(record.out_links_read and obs.outcome != Outcome.GONE)
             or (record.site_id is not None and not permanent and result.outcome == Outcome.OK),
         ),
         observation=obs,

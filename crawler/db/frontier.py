@@ -124,6 +124,8 @@ class SeedResult:
     # False when ``stop`` was set before every batch had started: the counts are those of the
     # batches that committed.
     complete: bool = True
+    # Known URLs made due: they had no next fetch time or were gone (``seed``).
+    made_due: int = 0
 
 
 # Called after each batch commits, with its URLs and how many of them were new.
@@ -141,7 +143,9 @@ async def seed(
     stop: asyncio.Event | None = None,
 ) -> SeedResult:
     """Add normalised (url, importance) pairs, or a dict of them (read, not copied), due now.
-    Seeding a known URL is a no-op.
+    A known URL keeps its state and schedule, unless it has no next fetch time (a window page
+    parked outside its window) or is gone: seeding it again asks for it, so it is due now too
+    (counted in ``made_due``).
 
     Each batch is copied into a staging table (COPY) with its URLs' host_id computed here from
     their origins (crawler.core.hostid), and inserted by one statement for its new hosts and
@@ -183,22 +187,26 @@ class _Seeding:
     after_batch: AfterBatch | None
     stop: asyncio.Event | None
     inserted: int = 0
+    made_due: int = 0
     done: int = 0
 
     def stopped(self) -> bool:
         return self.stop is not None and self.stop.is_set()
 
-    async def committed(self, batch: list[str], inserted: int) -> None:
-        """A batch committed: ``after_batch``, then counted, then ``progress``."""
+    async def committed(self, batch: list[str], counts: tuple[int, int]) -> None:
+        """A batch committed (``counts``: its new URLs, and its known ones made due):
+        ``after_batch``, then counted, then ``progress``."""
+        inserted, made_due = counts
         if self.after_batch is not None:
             await self.after_batch(batch, inserted)
         self.inserted += inserted
+        self.made_due += made_due
         self.done += len(batch)
         if self.progress is not None:
             self.progress(self.done, self.total)
 
     def result(self, *, complete: bool) -> SeedResult:
-        return SeedResult(self.inserted, self.done - self.inserted, complete)
+        return SeedResult(self.inserted, self.done - self.inserted, complete, self.made_due)
 
 
 async def _seed_serial(
@@ -258,7 +266,7 @@ async def _seed_batch_retried(
     batch: list[str],
     importance: dict[str, float],
     due: dt.datetime | None,
-) -> int:
+) -> tuple[int, int]:
     """``_seed_batch`` of these URLs, run again (up to three times in all) when it deadlocked:
     another seeder (or a daemon) locked the same hosts in another order, and the batch was
     rolled back whole."""
@@ -313,9 +321,10 @@ async def _seed_batch(
     records: list[tuple[str, int, float]],
     hosts: list[tuple[int, str]],
     due: dt.datetime | None,
-) -> int:
+) -> tuple[int, int]:
     """One batch in one transaction: COPY into staging, then the hosts and the urls inserts.
-    Returns how many URLs were new; raises ``HostIdCollision`` (the batch rolled back).
+    Returns how many URLs were new and how many known ones were made due
+    (``_make_known_due``); raises ``HostIdCollision`` (the batch rolled back).
 
     The hosts insert locks the batch's known hosts as the foreign key would; the urls insert
     then runs without its per-row checks when the role may skip them (queries.sql,
@@ -339,7 +348,37 @@ async def _seed_batch(
         # simply run.
         if conn.get_server_version().major >= 15:
             await conn.fetchval(QUERIES["skip_redundant_checks"])
-        return int(await conn.fetchval(QUERIES["seed_urls_from_staging"], due))
+        inserted = int(await conn.fetchval(QUERIES["seed_urls_from_staging"], due))
+        made_due = 0
+        if inserted < len(records):
+            made_due = await _make_known_due(conn, records, due, hosts)
+        return inserted, made_due
+
+
+async def _make_known_due(
+    conn: asyncpg.Connection,
+    records: list[tuple[str, int, float]],
+    due: dt.datetime | None,
+    hosts: list[tuple[int, str]] | None = None,
+) -> int:
+    """The known URLs among ``records`` that have no next fetch time (a window page parked
+    outside its window) or are gone, due at ``due``; how many. Their hosts, named with their
+    origins in ``hosts`` (key, origin), are due by ``due`` too (``upsert_hosts``, which only
+    moves a due time earlier); the small path passes none, its own upsert having done it.
+
+    Run only when a batch had known URLs: a fresh seed pays nothing for it."""
+    made = await conn.fetch(
+        QUERIES["seed_known_due"], [url for url, _, _ in records],
+        [key for _, key, _ in records], due,
+    )
+    moved = {r["host_id"] for r in made}
+    if moved and hosts is not None:
+        # In key order, as every seeder locks hosts: two of them wait instead of deadlocking.
+        keys = sorted(key for key, _ in hosts if key in moved)
+        origin = dict(hosts)
+        await conn.execute(QUERIES["upsert_hosts"], keys, [origin[k] for k in keys],
+                           [due] * len(keys))
+    return len(made)
 
 
 def seed_rows(
@@ -374,8 +413,9 @@ async def _seed_small(
     unique: list[str],
     importance: dict[str, float],
     due: dt.datetime | None,
-) -> int:
-    """A few URLs (a redirect target, a window root): two array statements, no staging.
+) -> tuple[int, int]:
+    """A few URLs (a redirect target, a window root): two array statements, no staging; new
+    URLs and known ones made due, counted as ``_seed_batch`` counts them.
     Raises ``HostIdCollision`` when an origin's key is another origin's (before any URL is
     written; a host row is never written under another origin's key).
 
@@ -401,7 +441,10 @@ async def _seed_small(
             [weight for _, _, weight in records],
             [due] * len(records),
         )
-    return len(inserted)
+        made_due = 0
+        if len(inserted) < len(records):
+            made_due = await _make_known_due(conn, records, due)
+    return len(inserted), made_due
 
 
 def robots_from_row(row: asyncpg.Record) -> RobotsState | None:

@@ -683,7 +683,9 @@ ORDER BY l.from_url_id, l.position;
 SELECT id, state, depth, in_window FROM urls WHERE site_id = $1 AND host_id = $2;
 
 -- name: apply_window
--- New depths and memberships; a page entering is due now, a page leaving is parked.
+-- New depths and memberships; a page entering is due now, a page leaving is parked unless it
+-- is gone: it left because it answered 404/410 and keeps its gone recheck (next_fetch), the
+-- only fetch that can find it back and bring it into the window again.
 UPDATE urls AS u
 SET depth = t.depth,
     in_window = t.inside,
@@ -694,7 +696,7 @@ SET depth = t.depth,
         ELSE u.left_window_at END,
     next_fetch_at = CASE
         WHEN t.inside AND NOT u.in_window THEN LEAST(u.next_fetch_at, $4)
-        WHEN NOT t.inside AND u.in_window THEN 'infinity'
+        WHEN NOT t.inside AND u.in_window AND u.state <> 'gone' THEN 'infinity'
         ELSE u.next_fetch_at END
 FROM unnest($1::bigint[], $2::int[], $3::bool[]) AS t(id, depth, inside)
 WHERE u.id = t.id AND u.host_id = $5;
@@ -1078,3 +1080,53 @@ SELECT count(*)::int AS live,
        count(*) FILTER (WHERE plan_version = (SELECT max(version) FROM plans))::int AS applying
 FROM daemons
 WHERE heartbeat_at > now() - make_interval(secs => $1);
+
+-- name: seed_known_due
+-- Known URLs seeded again ($1, on hosts $2) that have no next fetch time (parked at
+-- 'infinity': a window page outside its window) or are gone: due at $3, since seeding a URL
+-- asks for it. Any other keeps its schedule. One row per URL made due, its host.
+UPDATE urls AS u SET next_fetch_at = $3::timestamptz
+FROM unnest($1::text[], $2::bigint[]) AS t(url, host_id)
+WHERE u.host_id = t.host_id AND u.url = t.url
+  AND (u.next_fetch_at = 'infinity' OR u.state = 'gone') AND u.next_fetch_at > $3::timestamptz
+RETURNING u.host_id;
+
+-- name: recheck_urls
+-- `crawler recheck URL...`: the known URLs of $1 due now by the database's clock (the one
+-- claims read), or earlier if they already were. Only the due time moves: the host's
+-- politeness clock, backoff and lease still decide when the fetch goes, and that fetch
+-- schedules the URL again as any fetch does. Their hosts (one row per URL) then have their
+-- due time recomputed (refresh_host_due). now() from a CTE, as attach_window_root's.
+WITH clock AS (SELECT now() AS at)
+UPDATE urls AS u SET next_fetch_at = LEAST(u.next_fetch_at, clock.at)
+FROM unnest($1::text[]) AS t(url), clock
+WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
+RETURNING u.url, u.host_id;
+
+-- name: host_id_of
+-- A known host's id from its origin ($1); nothing for an unknown one.
+SELECT id FROM hosts WHERE id = crawler_host_id($1) AND origin = $1;
+
+-- name: recheck_host_urls
+-- `crawler recheck --host`: every URL of host $1 due now (recheck_urls), but those parked
+-- outside their page window ('infinity'), whose fetches the window decides. How many.
+WITH clock AS (SELECT now() AS at),
+made AS (
+    UPDATE urls AS u SET next_fetch_at = LEAST(u.next_fetch_at, clock.at)
+    FROM clock
+    WHERE u.host_id = $1 AND u.next_fetch_at <> 'infinity'
+    RETURNING 1
+)
+SELECT count(*) FROM made;
+
+-- name: host_parked_urls
+-- How many of host $1's URLs are parked outside their page window (urls_host_next_fetch_idx).
+SELECT count(*) FROM urls WHERE host_id = $1 AND next_fetch_at = 'infinity';
+
+-- name: recheck_linked_gone
+-- Pages a windowed page now links to and did not before ($1, on its host $2) that are gone:
+-- due at $3 (if later). A new link says the page may be back, and a gone page enters the
+-- window again only once a fetch finds it back.
+UPDATE urls SET next_fetch_at = $3
+WHERE id = ANY($1::bigint[]) AND host_id = $2 AND state = 'gone' AND next_fetch_at > $3
+RETURNING id;

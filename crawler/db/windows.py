@@ -232,7 +232,9 @@ async def apply_window_update(conn: asyncpg.Connection, t: Transition) -> None:
     """A windowed page's new out-links and the site's window, inside the fetch's transaction.
 
     ``out_links`` is None when the fetch saw no content (an error keeps the old links); a gone
-    page loses its links. The window moves from the changed links only.
+    page loses its links. The window moves from the changed links only. A gone page the page
+    newly links to is due at once: the link says it may be back, and only a fetch that finds
+    it back lets it into the window again.
     """
     window = t.window
     if window is None:
@@ -243,6 +245,10 @@ async def apply_window_update(conn: asyncpg.Connection, t: Transition) -> None:
             conn, t.url_id, window.site_id, t.record.host_id, window.out_links,
             first_fetch=window.first_fetch,
         )
+        added = set(new).difference(old)
+        if added:
+            await conn.execute(QUERIES["recheck_linked_gone"], list(added), t.record.host_id,
+                               frontier.to_datetime(t.observation.fetched_at))
     elif was_gone != now_gone:
         old = new = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], t.url_id,
                                                                t.record.host_id)]

@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 from daemon import daemon_env, start_daemon, stop_daemon
 from hostile import HostileServer, bomb
+from invariants import assert_every_url_scheduled
 
 from crawler.db import frontier
 
@@ -134,6 +135,7 @@ async def test_every_fault_is_recorded_and_the_daemon_survives(db_url: str) -> N
 
     assert proc.returncode == 0, out[-3000:]
     assert leased == 0
+    await assert_every_url_scheduled(db_url)
     got = {r["url"]: r for r in rows}
     problems = []
     for url, outcome in expected.items():

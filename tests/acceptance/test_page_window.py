@@ -15,6 +15,7 @@ import asyncpg
 import numpy as np
 import pytest
 from daemon import daemon_env, start_daemon, stop_daemon
+from invariants import assert_every_url_scheduled
 
 from crawler.demo.sites import evolving_site, static_site
 from crawler.demo.web import DemoWeb
@@ -90,6 +91,7 @@ async def test_window_follows_the_live_site(db_url: str) -> None:
 
     crawler_window = {r["url"] for r in rows if r["in_window"]}
     assert crawler_window == set(web.window(0, WINDOW, at=end))
+    await assert_every_url_scheduled(db_url)  # deleted pages too: they may come back
     assert listing.returncode == 0 and '"in_window": true' in listing.stdout
 
     truth = truth_transitions(web, web.start_time, end)

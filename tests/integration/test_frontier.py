@@ -217,6 +217,12 @@ EXPLAINED = {
     "remove_observations": [[1, 2], [3, 3]],
     "lock_host": ["http://h1.example"],
     "remove_host_urls": [3],
+    "seed_known_due": [["http://h1.example/1"], [3], NOW],
+    "recheck_urls": [["http://h1.example/1"]],
+    "host_id_of": ["http://h1.example"],
+    "recheck_host_urls": [3],
+    "host_parked_urls": [3],
+    "recheck_linked_gone": [[1, 2], 3, NOW],
 }
 
 

@@ -164,7 +164,7 @@ async def test_a_batch_locks_its_known_hosts_until_it_commits(db_url: str) -> No
         outer = seeder.transaction()
         await outer.start()
         due = frontier.to_datetime(time.time())
-        assert await frontier._seed_batch(seeder, records, hosts, due) == 6
+        assert await frontier._seed_batch(seeder, records, hosts, due) == (6, 0)
         assert await seeder.fetchval("SHOW session_replication_role") == "replica"
         await other.execute("SET lock_timeout = '300ms'")
         with pytest.raises(asyncpg.LockNotAvailableError):

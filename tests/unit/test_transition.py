@@ -234,3 +234,21 @@ def test_a_window_member_that_is_not_html_is_read_once_and_then_fetched_conditio
                                outcome=Outcome.NOT_MODIFIED, status=304)
     unread = step(UrlRecord(1, URL, site_id=7, depth=1, last_content_hash=b"x"), not_modified)
     assert not unread.record.out_links_read  # a 304 reads nothing
+
+
+def test_a_window_page_found_back_with_its_old_bytes_has_its_links_read_again() -> None:
+    """Gone, a window page loses its links; found back, even byte for byte as it was, it is
+    parsed and offers them again (its validators are not sent): its part of the window comes
+    back with it."""
+    links = '<a href="/b">b</a><a href="/c">c</a>'
+    body = page("words " * 20, links)
+    live = step(UrlRecord(1, URL, site_id=7, depth=0), ok(body, etag='"v1"')).record
+    assert live.out_links_read and not live.out_links_unread
+    gone = step(live, FetchResult(NOW + 10, 0.1, Outcome.GONE, status=404))
+    assert gone.window is not None and gone.window.out_links == ()
+    assert gone.record.out_links_unread
+    back = step(gone.record, ok(body, at=NOW + 20, etag='"v1"'))
+    assert back.event is not None and back.event.kind == ChangeKind.BACK
+    assert back.window is not None
+    assert back.window.out_links == ("http://a.test/b", "http://a.test/c")
+    assert back.record.out_links_read

@@ -1,0 +1,126 @@
+"""`crawler recheck URL... | --host ORIGIN | --file F`: fetch these URLs as soon as politeness
+allows.
+
+Only the URLs' due time moves (to now): the host's politeness clock, backoff and lease still
+decide when each request goes, so a recheck never reaches a host sooner than its delay after
+the previous request; and that fetch schedules the URL again as any fetch does, so the
+planner's schedule resumes after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from crawler.commands.errors import PARTIAL, UserError
+from crawler.commands.hosts import KNOWN_HOSTS
+from crawler.commands.options import add_common_options
+
+# Unknown URLs named one by one on stderr, at most this many (the count says the rest).
+UNKNOWN_SHOWN = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Rechecked:
+    """What a recheck did: URLs made due, URLs not known, and (``--host``) URLs left parked
+    outside their page window."""
+
+    due: int
+    unknown: list[str]
+    parked: int = 0
+
+
+async def recheck(
+    database_url: str, urls: list[str], origin: str | None
+) -> Rechecked:
+    """Make ``urls`` and every URL of ``origin`` due now, then recompute their hosts' due
+    times. Raises ``UserError`` for an unknown host."""
+    from crawler.commands.manage import _refresh_due
+    from crawler.db.connect import connect as db_connect
+    from crawler.db.queries import QUERIES
+
+    conn = await db_connect(database_url)
+    try:
+        host_id = None
+        if origin is not None:  # an unknown host is refused before anything moves
+            host_id = await conn.fetchval(QUERIES["host_id_of"], origin)
+            if host_id is None:
+                raise UserError(f"unknown host {origin}: seed one of its URLs first; "
+                                f"{KNOWN_HOSTS}")
+        hosts: set[int] = set()
+        found: set[str] = set()
+        if urls:
+            rows = await conn.fetch(QUERIES["recheck_urls"], urls)
+            found.update(r["url"] for r in rows)
+            hosts.update(r["host_id"] for r in rows)
+        due, parked = len(found), 0
+        if host_id is not None:
+            # A URL named and of the host is counted once: the host's count covers it.
+            due += int(await conn.fetchval(QUERIES["recheck_host_urls"], host_id))
+            due -= sum(1 for r in found if _origin(r) == origin)
+            parked = int(await conn.fetchval(QUERIES["host_parked_urls"], host_id))
+            hosts.add(host_id)
+        # After the URLs' update committed: a daemon releasing a host meanwhile then sees them.
+        await _refresh_due(conn, hosts)
+    finally:
+        await conn.close()
+    return Rechecked(due, sorted(set(urls) - found), parked)
+
+
+def _origin(url: str) -> str:
+    from crawler.db.frontier import origin_of
+
+    return origin_of(url)
+
+
+def read_urls(args: argparse.Namespace) -> list[str]:
+    """The normalised URLs of the arguments and of ``--file`` (one a line, '#' comments); a
+    malformed one is refused with where it was."""
+    from crawler.commands.manage import _lines, _normalized
+
+    urls = [_normalized(u, "argument URL") for u in args.urls]
+    if args.file:
+        urls += [_normalized(line, f"{args.file}:{n}") for n, line in _lines(args.file)]
+    return list(dict.fromkeys(urls))
+
+
+def summary(done: Rechecked) -> str:
+    """The one line a recheck prints."""
+    from crawler.cli import plural
+
+    parked = (f", {done.parked} left to their page window" if done.parked else "")
+    return (f"made {plural(done.due, 'URL')} due now ({len(done.unknown)} unknown{parked}); "
+            "each is fetched once its host's politeness delay allows")
+
+
+def cmd_recheck(args: argparse.Namespace) -> int:
+    from crawler.cli import load_settings, resolve_url
+    from crawler.commands.hosts import host_origin
+
+    urls = read_urls(args)
+    origin = host_origin(args.host) if args.host else None
+    if not urls and origin is None:
+        raise UserError("recheck needs URLs, --host ORIGIN or --file PATH "
+                        "(see crawler recheck --help)")
+    done = asyncio.run(recheck(resolve_url(load_settings(args)), urls, origin))
+    for url in done.unknown[:UNKNOWN_SHOWN]:
+        print(f"unknown URL (not seeded): {url}", file=sys.stderr)
+    print(summary(done))
+    return PARTIAL if done.unknown else 0
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add `recheck`."""
+    text = ("Fetch known URLs as soon as their host's politeness allows; their schedule "
+            "resumes after that fetch.")
+    p = subparsers.add_parser("recheck", help=text, description=text)
+    p.add_argument("urls", nargs="*", metavar="URL")
+    p.add_argument("--host", metavar="ORIGIN",
+                   help="Every URL of this host (those parked outside a page window stay "
+                        "parked).")
+    p.add_argument("--file", metavar="PATH", help="One URL per line; '#' comments.")
+    add_common_options(p)
+    p.set_defaults(func=cmd_recheck, needs_db="schema")
