@@ -56,7 +56,9 @@ class PageSpec:
     """One page: where it lives, what it links to, and when it changes.
 
     ``cosmetic`` changes bump a build number in the footer; ``cosmetic_per_request`` adds a
-    "rendered at" time and a visit counter that differ on every request.
+    "rendered at" time and a visit counter that differ on every request. ``outages`` are
+    sorted, disjoint ``(start, end)`` spans in its lifetime during which the page answers 404
+    and then comes back (a page taken down for a while, an article unpublished and restored).
     """
 
     path: str
@@ -67,9 +69,26 @@ class PageSpec:
     created_at_seconds: float = 0.0
     deleted_at_seconds: float = math.inf
     seed: str = ""
+    outages: tuple[tuple[float, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        previous_end = -math.inf
+        for start, end in self.outages:
+            if not previous_end <= start < end:
+                raise ValueError(f"page {self.path}: outages must be sorted, disjoint spans")
+            previous_end = end
 
     def exists_at(self, t_seconds: float) -> bool:
-        return self.created_at_seconds <= t_seconds < self.deleted_at_seconds
+        if not self.created_at_seconds <= t_seconds < self.deleted_at_seconds:
+            return False
+        return not any(start <= t_seconds < end for start, end in self.outages)
+
+    def presence_change_times(self) -> tuple[float, ...]:
+        """The instants at which the page appears or disappears (creation, deletion and
+        both ends of every outage), finite ones only."""
+        bounds = [self.created_at_seconds, self.deleted_at_seconds]
+        bounds += [t for span in self.outages for t in span]
+        return tuple(sorted(t for t in bounds if math.isfinite(t)))
 
 
 @dataclass(frozen=True)
@@ -162,9 +181,7 @@ class SiteSpec:
                 target = resolve_href(page.path, link.href)
                 target_page = self._by_path.get(target) if target is not None else None
                 if target_page is not None:
-                    candidates.update(
-                        (target_page.created_at_seconds, target_page.deleted_at_seconds)
-                    )
+                    candidates.update(target_page.presence_change_times())
             # The link list is constant between candidates: compare it at each candidate.
             previous = tuple(self.rendered_links(page, page.created_at_seconds))
             changes = []
@@ -287,6 +304,12 @@ class SiteSpec:
                     ],
                     "created_at": time_origin + page.created_at_seconds,
                     "deleted_at": time_origin + page.deleted_at_seconds if deleted else None,
+                    # Outages begun so far; one still running has no end yet (None).
+                    "outages": [
+                        [time_origin + start, time_origin + end if end <= at_seconds else None]
+                        for start, end in page.outages
+                        if start <= at_seconds
+                    ],
                     "exists": page.exists_at(at_seconds),
                     "version": self.version_at(page, at_seconds) if not deleted else None,
                 }

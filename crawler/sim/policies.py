@@ -6,7 +6,7 @@ fetch time, so a policy only ranks pages; all spend the same budget.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -18,7 +18,7 @@ from crawler.core import plan
 from crawler.core.estimate import DEFAULT_PRIOR, fit_gamma_prior
 from crawler.core.model import SECONDS_PER_DAY, replace_record
 from crawler.core.replan import moved_urls, policy_moved, replanned
-from crawler.core.schedule import SchedulePolicy, min_interval_days
+from crawler.core.schedule import SchedulePolicy, estimated_rate_per_day, min_interval_days
 from crawler.sim.populations import Population
 from crawler.sim.step import first_record, simulated_fetch, simulated_result, transition_config
 
@@ -41,6 +41,10 @@ class Policy(Protocol):
         """Called once per virtual day: periodic re-planning. Returns the pages it
         rescheduled, with their new next fetch times (days)."""
         ...
+
+
+PolicyFactory = Callable[[Population, float, np.random.Generator], Policy]
+"""Builds a policy for a population and a budget (fetches per day) from a random stream."""
 
 
 def _random_phase(rng: np.random.Generator, intervals_days: FloatArray) -> FloatArray:
@@ -153,10 +157,11 @@ class Optimal:
     the worker's record update and `schedule.next_fetch` (posterior rate, period detection,
     fetch timing), with the planner's state (μ, prior) in a `SchedulePolicy`.
 
-    Daily, like the planner: μ re-solved over the stored estimates, the prior refitted on a
-    widening schedule, and, when they moved materially since the last walk, the pages whose
-    fetch rate moved rescheduled by the planner's own rule (``crawler.core.replan``). Nothing
-    here estimates or times anything on its own.
+    At every re-planning (daily unless the simulator is told the planner's interval): μ
+    re-solved over the stored estimates, the prior refitted on a widening schedule (or every
+    round, as the daemon's planner does), and, when they moved materially since the last
+    walk, the pages whose fetch rate moved rescheduled by the planner's own rule
+    (``crawler.core.replan``). Nothing here estimates or times anything on its own.
     """
 
     _PRIOR_SAMPLE = 1500
@@ -170,6 +175,8 @@ class Optimal:
         detect_periods: bool = True,
         objective: plan.Objective = "freshness",
         max_interval_days: float = plan.DEFAULT_MAX_INTERVAL_DAYS,
+        shortest_interval_days: float | None = None,
+        refit_prior_each_round: bool = False,
     ) -> None:
         pages = population.pages
         self.pages = pages
@@ -190,6 +197,13 @@ class Optimal:
             prior=DEFAULT_PRIOR,
             detect_periods=detect_periods,
         )
+        if shortest_interval_days is not None:  # else the settings' CRAWLER_MIN_INTERVAL
+            self.policy = replace(
+                self.policy, min_interval_seconds=shortest_interval_days * SECONDS_PER_DAY
+            )
+        # The daemon's planner refits the prior every round; the default widening schedule
+        # spares days-long simulations the cost.
+        self.refit_prior_each_round = refit_prior_each_round
         self.next_prior_fit_day = 2.0
         # The planner's per-URL bounds, kept up to date fetch by fetch (they depend on the
         # record and the settings, not on μ or the prior) rather than recomputed every day.
@@ -221,7 +235,9 @@ class Optimal:
         self.fetch_rates[page] = fetch_rate or 0.0
 
     def on_day(self, now_days: float) -> Sequence[tuple[int, float]]:
-        if now_days >= self.next_prior_fit_day:
+        if self.refit_prior_each_round:
+            self._refit_prior()
+        elif now_days >= self.next_prior_fit_day:
             self.next_prior_fit_day = max(now_days * 2.0, now_days + 1.0)
             if now_days >= 60.0:
                 self.next_prior_fit_day = now_days + 120.0
@@ -272,6 +288,13 @@ class Optimal:
         if prior is not None:
             self.policy = replace(self.policy, prior=prior)
             self.config = transition_config(self.policy)
+            # μ is solved over the rates the next fetches will estimate, under the new prior,
+            # as the daemon's planner does (crawler.core.replan.current_rates).
+            self.rates = np.fromiter(
+                (estimated_rate_per_day(record, self.policy) if record.history.fetches > 0
+                 else prior.mean_rate_per_day for record in self.records),
+                dtype=np.float64, count=self.pages,
+            )
 
 
 def optimal(population: Population, budget_per_day: float, rng: np.random.Generator) -> Policy:

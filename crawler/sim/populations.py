@@ -6,7 +6,7 @@ between fetches. Time 0 is a Monday 00:00 local time (the `grimes` population fo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,6 +193,21 @@ def periodic(pages: int, days: float, rng: np.random.Generator) -> Population:
             rates[index] = 0.95
             kinds.append("daily")
     return _pack("periodic", rates, per_page, kinds)
+
+
+def from_pages(
+    name: str,
+    change_rates_per_day: Sequence[float],
+    change_times_days: Sequence[Sequence[float]],
+    kinds: Sequence[str],
+) -> Population:
+    """A population of known pages: each page's mean change rate, its change instants (days
+    since the run's start) and its kind, as a ground-truth web defines them."""
+    if not len(change_rates_per_day) == len(change_times_days) == len(kinds):
+        raise ValueError("one rate, one list of change times and one kind per page")
+    per_page = [np.sort(np.asarray(times, dtype=np.float64)) for times in change_times_days]
+    rates = np.asarray(change_rates_per_day, dtype=np.float64)
+    return _pack(name, rates, per_page, list(kinds))
 
 
 POPULATIONS: dict[str, Callable[[int, float, np.random.Generator], Population]] = {

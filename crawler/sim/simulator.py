@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crawler.sim.policies import POLICIES
+from crawler.sim.policies import POLICIES, PolicyFactory
 from crawler.sim.populations import POPULATIONS, Population
 
 
@@ -75,6 +75,8 @@ def simulate_windows(
     seed: int = 0,
     last_modified_share: float = 0.0,
     work_conserving: bool = True,
+    replan_days: float = 1.0,
+    factory: PolicyFactory | None = None,
 ) -> list[SimulationResult]:
     """One run of a policy, measured over each of several windows (start, end) in days.
 
@@ -82,6 +84,10 @@ def simulate_windows(
     longer run measures exactly what a run of w + d days with a warm-up of w would, on the
     same change instants: one 31-day run answers both "15-day warm-up" and "30-day warm-up".
     Each result's metrics are its window's; its ``fetches`` are the whole run's.
+
+    The policy re-plans every ``replan_days`` (a day by default; a live daemon's planner
+    interval to mirror it). ``factory`` builds the policy instead of the named one (a policy
+    configured as a particular daemon is), ``policy_name`` then only labels the results.
 
     The cyclic garbage collector is paused for the run: every fetch replaces a record made of
     small immutable values (no reference cycles), yet each collection walks them all; at
@@ -94,6 +100,8 @@ def simulate_windows(
             raise ValueError(f"window ({start}, {end}) must lie inside the run's [0, {days}]")
     if not 0.0 <= last_modified_share <= 1.0:
         raise ValueError("last_modified_share must be in [0, 1]")
+    if not replan_days > 0.0:
+        raise ValueError("replan_days must be positive")
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -101,6 +109,7 @@ def simulate_windows(
             population, policy_name, days=days, budget_per_day=budget_per_day,
             windows=tuple(windows), beta_days=beta_days, seed=seed,
             last_modified_share=last_modified_share, work_conserving=work_conserving,
+            replan_days=replan_days, factory=factory or POLICIES[policy_name],
         )
     finally:
         if collecting:
@@ -118,12 +127,14 @@ def _simulate(
     seed: int,
     last_modified_share: float,
     work_conserving: bool,
+    replan_days: float,
+    factory: PolicyFactory,
 ) -> list[SimulationResult]:
     dated = (
         np.random.default_rng([seed, 2]).random(population.pages) < last_modified_share
     ).tolist()
     rng = np.random.default_rng(seed)
-    policy = POLICIES[policy_name](population, budget_per_day, rng)
+    policy = factory(population, budget_per_day, rng)
     times = population.change_times_days.tolist()
     offsets = population.offsets.tolist()
     pages = population.pages
@@ -137,7 +148,7 @@ def _simulate(
     fresh_total, age_total, current_total = [0.0] * count, [0.0] * count, [0.0] * count
     slot_days = 1.0 / budget_per_day
     slots = math.floor(days * budget_per_day)
-    next_day = 1.0
+    next_day = replan_days
     fetched = 0
 
     def account(page: int, now: float) -> bool:
@@ -170,7 +181,7 @@ def _simulate(
                 moved = dict(rescheduled)
                 heap = [(moved.get(page, due), page) for due, page in heap]
                 heapq.heapify(heap)
-            next_day += 1.0
+            next_day += replan_days
         due, page = heap[0]
         if due > now and not work_conserving:
             continue  # nothing is due: the slot goes unused, as in the daemon
