@@ -14,7 +14,7 @@ import asyncpg
 import numpy as np
 import pytest
 from daemon import daemon_env, start_daemon, stop_daemon
-from invariants_plan import assert_every_process_applies_the_newest_plan
+from invariants import assert_every_process_applies_the_newest_plan
 
 from crawler.config import schedule_policy
 from crawler.core.estimate import GammaPrior
