@@ -97,9 +97,9 @@ def applied(policy: SchedulePolicy, plan: Plan | None) -> SchedulePolicy:
     )
 
 
-def host_priors_json(host_priors: Mapping[int, GammaPrior]) -> str:
-    """Host priors as the JSON object stored with the plan: host id -> [shape, rate]."""
-    return json.dumps({str(host): [p.shape, p.rate] for host, p in sorted(host_priors.items())})
+def host_priors_document(host_priors: Mapping[int, GammaPrior]) -> dict[str, list[float]]:
+    """Host priors as stored with the plan: host id -> [shape, rate]."""
+    return {str(host): [p.shape, p.rate] for host, p in sorted(host_priors.items())}
 
 
 def host_priors_from_json(value: str | Mapping[str, Any]) -> dict[int, GammaPrior]:
@@ -134,13 +134,27 @@ def plan_from_row(row: Mapping[str, Any]) -> Plan:
     )
 
 
-def plan_parameters(plan: Plan) -> tuple[Any, ...]:
-    """The parameters of the ``store_plan`` statement, in its order."""
+def plan_document(plan: Plan) -> str:
+    """The plan as the JSON object the ``store_plan`` statement reads, by column name."""
     s = plan.solved_for
-    return (
-        plan.solved_by, s.mode, s.objective, s.beta_seconds, s.default_interval_seconds,
-        s.min_interval_seconds, s.max_interval_seconds, s.budget_setting_per_day,
-        plan.budget_per_day, plan.budget_source, plan.mu, plan.prior.shape, plan.prior.rate,
-        host_priors_json(plan.host_priors), plan.estimated_freshness,
-        plan.estimated_beta_currency, plan.achieved_per_day, plan.sampled, plan.population,
-    )
+    return json.dumps({
+        "solved_by": plan.solved_by,
+        "mode": s.mode,
+        "objective": s.objective,
+        "beta_seconds": s.beta_seconds,
+        "default_interval_seconds": s.default_interval_seconds,
+        "min_interval_seconds": s.min_interval_seconds,
+        "max_interval_seconds": s.max_interval_seconds,
+        "budget_setting_per_day": s.budget_setting_per_day,
+        "budget_per_day": plan.budget_per_day,
+        "budget_source": plan.budget_source,
+        "mu": plan.mu,
+        "prior_shape": plan.prior.shape,
+        "prior_rate": plan.prior.rate,
+        "host_priors": host_priors_document(plan.host_priors),
+        "estimated_freshness": plan.estimated_freshness,
+        "estimated_beta_currency": plan.estimated_beta_currency,
+        "achieved_per_day": plan.achieved_per_day,
+        "sampled": plan.sampled,
+        "population": plan.population,
+    })

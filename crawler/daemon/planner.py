@@ -55,8 +55,8 @@ from crawler.core.stored_plan import (
     Plan,
     SolvedFor,
     applied,
+    plan_document,
     plan_from_row,
-    plan_parameters,
     settings_moved,
     solved_for,
 )
@@ -277,7 +277,7 @@ async def latest_plan(conn: asyncpg.Connection | asyncpg.Pool) -> Plan | None:
 async def store_plan(pool: asyncpg.Pool, plan: Plan) -> Plan:
     """Store ``plan`` as the newest; returns it with its version. Old plans beyond
     PLANS_KEPT are pruned."""
-    version = await pool.fetchval(QUERIES["store_plan"], *plan_parameters(plan))
+    version = await pool.fetchval(QUERIES["store_plan"], plan_document(plan))
     await pool.execute(QUERIES["prune_plans"], PLANS_KEPT)
     return replace(plan, version=int(version))
 

@@ -1047,15 +1047,19 @@ UPDATE sites SET include_patterns = $2, exclude_patterns = $3 WHERE id = $1;
 SELECT include_patterns, exclude_patterns FROM sites WHERE id = $1;
 
 -- name: store_plan
--- A solved plan (crawler.core.stored_plan.plan_parameters gives the parameters' order).
+-- A solved plan, as the JSON object crawler.core.stored_plan.plan_document makes (columns by
+-- name, host_priors a nested object); its version and solve time come from the table.
 INSERT INTO plans (
     solved_by, mode, objective, beta_seconds, default_interval_seconds, min_interval_seconds,
     max_interval_seconds, budget_setting_per_day, budget_per_day, budget_source, mu,
     prior_shape, prior_rate, host_priors, estimated_freshness, estimated_beta_currency,
     achieved_per_day, sampled, population
 )
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, $17, $18,
-        $19)
+SELECT solved_by, mode, objective, beta_seconds, default_interval_seconds, min_interval_seconds,
+       max_interval_seconds, budget_setting_per_day, budget_per_day, budget_source, mu,
+       prior_shape, prior_rate, host_priors, estimated_freshness, estimated_beta_currency,
+       achieved_per_day, sampled, population
+FROM jsonb_populate_record(NULL::plans, $1::jsonb)
 RETURNING version;
 
 -- name: prune_plans

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -13,10 +14,10 @@ from crawler.core.stored_plan import (
     BUDGET_FROM_SETTING,
     Plan,
     applied,
+    host_priors_document,
     host_priors_from_json,
-    host_priors_json,
+    plan_document,
     plan_from_row,
-    plan_parameters,
     settings_moved,
     solved_for,
 )
@@ -61,17 +62,10 @@ def test_other_settings_force_a_replan() -> None:
 
 def test_a_plan_reads_back_from_its_row() -> None:
     plan = plan_for(OPTIMAL)
-    names = [
-        "solved_by", "mode", "objective", "beta_seconds", "default_interval_seconds",
-        "min_interval_seconds", "max_interval_seconds", "budget_setting_per_day",
-        "budget_per_day", "budget_source", "mu", "prior_shape", "prior_rate", "host_priors",
-        "estimated_freshness", "estimated_beta_currency", "achieved_per_day", "sampled",
-        "population",
-    ]
-    row = dict(zip(names, plan_parameters(plan), strict=True))
+    row = json.loads(plan_document(plan))
     row["version"] = plan.version
     assert plan_from_row(row) == plan
-    assert host_priors_from_json(host_priors_json({3: GammaPrior(0.5, 2.0)})) == {
+    assert host_priors_from_json(json.dumps(host_priors_document({3: GammaPrior(0.5, 2.0)}))) == {
         3: GammaPrior(0.5, 2.0)}
 
 
