@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# pywb, for the replay tests, in a venv of its own (see the `replay` extra in pyproject.toml).
+REPLAY_VENV := .venv-replay
 
 .PHONY: run test soak lint typecheck bench clean
 
@@ -24,13 +26,19 @@ $(VENV)/.installed-bench: $(SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $@ $(VENV)/.installed-dev $(VENV)/.installed
 
+$(REPLAY_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(REPLAY_VENV)
+	$(REPLAY_VENV)/bin/python -m pip install --quiet $$($(PYTHON) -c 'import tomllib; \
+		print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"] \
+		["optional-dependencies"]["replay"]))')
+	touch $@
+
 ## run: the main job on the embedded PostgreSQL, crawling the demo web, until Ctrl-C
 run: $(VENV)/.installed
-	$(BIN)/crawler db upgrade
 	$(BIN)/crawler demo
 
 ## test: the whole suite (unit, integration, acceptance) against real PostgreSQL
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev $(REPLAY_VENV)/.installed
 	$(BIN)/pytest
 
 ## soak: the tests too long for the suite (issue 10's grimes grid at 5,000 pages, ~7 min)
@@ -50,5 +58,5 @@ bench: $(VENV)/.installed-bench
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(REPLAY_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
 	rm -f crawler/core/_speedups.*.so

@@ -2,7 +2,7 @@
 storage off, on, and on with a webhook whose receiver is down.
 
 Run: .venv/bin/python bench/bench_collection.py --database-url postgresql://postgres@127.0.0.1/postgres
-     [--seconds 20] [--rounds 2]
+     [--seconds 20] [--rounds 2] [--warc-root DIR]
 
 Each run gets a fresh database on that server. Prints fetches per second per configuration
 (rounds alternate the configurations, so machine load drifts hit all of them alike), each
@@ -35,7 +35,7 @@ from crawler.demo.processes import PoissonProcess
 from crawler.demo.sites import PageSpec, SiteSpec
 from crawler.demo.web import DemoWeb
 
-CONFIGS = ("storage off", "storage on", "on + webhook down")
+CONFIGS = ("storage off", "storage on", "on, no fsync", "on + webhook down")
 
 
 def sites(count: int, pages: int) -> list[SiteSpec]:
@@ -57,7 +57,8 @@ def free_port() -> int:
 
 
 async def one_run(admin_url: str, config: str, seconds: float, warm_up: float,
-                  profile: Path | None = None) -> dict[str, float]:
+                  profile: Path | None = None, warc_root: Path | None = None
+                  ) -> dict[str, float]:
     name = f"crawler_bench_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(admin_url)
     await admin.execute(f'CREATE DATABASE "{name}"')
@@ -68,7 +69,8 @@ async def one_run(admin_url: str, config: str, seconds: float, warm_up: float,
         await web.start()
         pool = await asyncpg.create_pool(db_url, min_size=1, max_size=2)
         await frontier.seed(pool, [(u, 1.0) for u in web.urls()], time.time())
-        warc_dir = Path(tempfile.mkdtemp(prefix="bench-warc-"))
+        # On a real disk (not a tmpfs, where fsync is free): --warc-root.
+        warc_dir = Path(tempfile.mkdtemp(prefix="bench-warc-", dir=warc_root))
         env = {
             **os.environ,
             "CRAWLER_DATABASE_URL": db_url, "CRAWLER_METRICS_PORT": "0",
@@ -77,6 +79,8 @@ async def one_run(admin_url: str, config: str, seconds: float, warm_up: float,
             "CRAWLER_POLITENESS_DELAY": "0", "CRAWLER_POLL_INTERVAL": "0.05",
             "CRAWLER_LOG_LEVEL": "WARNING", "CRAWLER_WARC_DIR": str(warc_dir),
             "CRAWLER_STORE_VERSIONS": "false" if config == "storage off" else "true",
+            # What fsync before each index commit costs (CRAWLER_WARC_FSYNC, on by default).
+            "CRAWLER_WARC_FSYNC": "false" if config == "on, no fsync" else "true",
         }
         if config == "on + webhook down":
             env["CRAWLER_WEBHOOK_URL"] = f"http://127.0.0.1:{free_port()}/hook"
@@ -130,7 +134,7 @@ async def main_async(args: argparse.Namespace) -> None:
         # Every other round in reverse order: no configuration always runs first.
         for config in CONFIGS if round_number % 2 == 0 else reversed(CONFIGS):
             result = await one_run(args.database_url, config, args.seconds, args.warm_up,
-                                   args.profile)
+                                   args.profile, args.warc_root)
             results[config].append(result)
             print(f"round {round_number + 1} {config:18} {result['rate']:7.1f} fetches/s",
                   flush=True)
@@ -164,6 +168,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="Measured seconds per run.")
     parser.add_argument("--warm-up", type=float, default=3.0, help="Seconds before measuring.")
     parser.add_argument("--rounds", type=int, default=2, help="Runs of each configuration.")
+    parser.add_argument("--warc-root", type=Path, default=None,
+                        help="Where the WARC directories go (default: the temporary directory; "
+                        "put it on the disk being measured: fsync on a tmpfs is free).")
     parser.add_argument("--profile", type=Path, default=None,
                         help="Write the daemon's cProfile output here, one file per config.")
     asyncio.run(main_async(parser.parse_args()))

@@ -1,6 +1,9 @@
 import sys
 
-from crawler.entry import prepare
+from crawler.entry import prepare, version_only
+
+if __name__ == "__main__" and version_only(sys.argv[1:]):
+    raise SystemExit(0)
 
 # Before the (slow) imports of the CLI: see crawler.entry.
 prepare(sys.argv[1:])

@@ -29,12 +29,14 @@ from crawler.commands.options import (
     positive_float,
     positive_int,
 )
-from crawler.settings import Settings, env_name
+from crawler.settings import Settings, env_name, unknown_variables
 
 if TYPE_CHECKING:
     from crawler.core.patterns import UrlFilter
 
 log = logging.getLogger("crawler")
+# `crawler status --limit`'s default: crawler.status.LISTED, not imported for every command.
+LISTED_PER_PAGE = 100
 
 
 class CliParser(argparse.ArgumentParser):
@@ -418,10 +420,13 @@ def cmd_urls(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from crawler.status import collect_status, render_status
+    from crawler.status import collect_status, more_hint, render_status
 
     settings = load_settings(args)
-    status = asyncio.run(collect_status(resolve_url(settings)))
+    status = asyncio.run(collect_status(resolve_url(settings), args.limit, args.offset))
+    hint = more_hint(status)
+    if hint is not None:
+        print(hint, file=sys.stderr)
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True))
     else:
@@ -500,7 +505,39 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --- parser ---------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The command modules under crawler.commands and the commands each registers, in the order
+# `crawler --help` lists them. Only the module of the command being run is imported (others
+# import numpy, scipy or the database driver); help, and a command missing here, import all.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "simulate": ("simulate",),
+    "plan": ("plan",),
+    "report": ("report",),
+    "hosts": ("pause", "resume"),
+    "export": ("export",),
+    "manage": ("importance", "remove"),
+    "versions": ("versions",),
+    "get": ("get",),
+    "diff": ("diff",),
+    "verify": ("verify",),
+    "changes": ("changes",),
+    "watch": ("watch",),
+    "recheck": ("recheck",),
+}
+
+
+def command_of(argv: Sequence[str] | None) -> str | None:
+    """The command ``argv`` names (its first word that is no option), None when it names none."""
+    words = sys.argv[1:] if argv is None else argv
+    return next((w for w in words if not w.startswith("-")), None)
+
+
+def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with every command when ``wanted`` is None; with a command named, the
+    commands of other modules are left out (their imports are the slow part of starting)."""
+    modules = [m for m, names in COMMAND_MODULES.items() if wanted in names]
+    own = wanted is not None and (bool(modules) or wanted in OWN_COMMANDS)
+    if not own:
+        modules = list(COMMAND_MODULES)
     parser = CliParser(
         prog="crawler", description="Incremental web re-crawler: keeps pages fresh on a budget."
     )
@@ -548,9 +585,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="With --window: links matching this pattern (a Python regular "
                         "expression searched in the whole URL; repeatable) are not discovered, "
                         "after CRAWLER_EXCLUDE. Given patterns replace the site's.")
-    from crawler.commands.watch import add_region_options
+    if not own or wanted == "seed":  # its options come from crawler.commands.watch
+        from crawler.commands.watch import add_region_options
 
-    add_region_options(p, "these URLs (or, with --window, every page of the window)")
+        add_region_options(p, "these URLs (or, with --window, every page of the window)")
 
     p = command("sites", cmd_sites, "Windowed sites: window size, pages in it, discovered, "
                 "entered and left.")
@@ -567,7 +605,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="URLs skipped (the next page).")
     p.add_argument("--json", action="store_true", help="Machine-readable output.")
 
-    p = command("status", cmd_status, "Summary of the frontier and recent fetching.")
+    p = command("status", cmd_status, "Summary of the frontier and recent fetching, with "
+                "its lists (most overdue URLs, hosts in backoff, paused, refused) paged.")
+    p.add_argument("--limit", type=positive_int, default=LISTED_PER_PAGE,
+                   help=f"Rows of each list per page (default {LISTED_PER_PAGE}); the most "
+                   "overdue URLs are the first this many.")
+    p.add_argument("--offset", type=non_negative_int, default=0,
+                   help="Hosts skipped in each host list (the next page).")
     p.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     p = command("show", cmd_show, "One URL's row and its observations, newest first.")
@@ -585,7 +629,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Stop by itself after this many seconds.")
 
     p = command("demo", cmd_demo,
-                "Serve the synthetic demo web on loopback, seed it and crawl it, with progress.",
+                "Serve the synthetic demo web on loopback, seed it and crawl it, with progress, "
+                "in a data directory of its own (CRAWLER_DATA_DIR/demo): CRAWLER_DATABASE_URL, "
+                "CRAWLER_WARC_DIR and CRAWLER_WEBHOOK_URL from the environment are not used; "
+                "--database-url, --data-dir, --warc-dir or --webhook-url place it elsewhere.",
                 settings=daemon_settings)
     p.add_argument("--sites", type=positive_int, default=5, help="Demo sites (default 5).")
     p.add_argument("--pages", type=positive_int, default=20, help="Pages per site (default 20).")
@@ -593,12 +640,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Stop after this many seconds.")
     p.set_defaults(needs_db=None)  # it migrates its own database
 
-    for module in (
-        "simulate", "plan", "report", "hosts", "export", "manage", "versions", "get", "diff",
-        "changes", "watch", "recheck",
-    ):
+    for module in modules:
         __import__(f"crawler.commands.{module}", fromlist=["register"]).register(sub)
     return parser
+
+
+# The commands this module defines itself (build_parser): cheap to build, always there.
+OWN_COMMANDS = frozenset({"db", "seed", "sites", "urls", "status", "show", "run", "demo"})
 
 
 READER_GONE = 128 + signal.SIGPIPE  # 141: what a shell reports for a filter SIGPIPE killed
@@ -636,7 +684,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     settings: Settings | None = None
     try:
-        parser = build_parser()
+        parser = build_parser(command_of(argv))
         args = parser.parse_args(argv)
         # __main__ quits quietly on Ctrl-C while importing; from here on it is an exception,
         # except for `run`, which counts signals itself (crawler.daemon.signals).
@@ -644,6 +692,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command != "run":
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGINT, signal.default_int_handler)
+        for warning in unknown_variables(os.environ):
+            print(f"crawler: warning: {warning}", file=sys.stderr)
         try:
             settings = load_settings(args)
         except (ValidationError, SettingsError) as exc:

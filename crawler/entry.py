@@ -1,10 +1,11 @@
 """The ``crawler`` command's first lines: its signal handling, before the slow imports.
 
 Both ways of starting the command come through here, the installed ``crawler`` script
-(``main``) and ``python -m crawler`` (``crawler/__main__.py``). Loading the CLI takes a second
-or two (asyncio, aiohttp, numpy, pydantic); a SIGTERM from a service manager in that window
-would otherwise kill ``crawler run`` with the default action (exit 143) instead of the clean
-stop, exit 0, that the daemon promises for a signal at any moment.
+(``main``) and ``python -m crawler`` (``crawler/__main__.py``). Loading the CLI and a
+command's modules takes a fraction of a second to a second or more on a loaded machine
+(pydantic, then asyncpg, numpy, aiohttp as the command needs them); a SIGTERM from a service
+manager in that window would otherwise kill ``crawler run`` with the default action (exit 143)
+instead of the clean stop, exit 0, that the daemon promises for a signal at any moment.
 """
 
 from __future__ import annotations
@@ -36,8 +37,21 @@ def prepare(argv: Sequence[str]) -> None:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 
+def version_only(argv: Sequence[str]) -> bool:
+    """``crawler --version``, answered here: the CLI's parser needs the settings (pydantic),
+    a fifth of a second of imports for one line that needs none of them."""
+    if list(argv) != ["--version"]:
+        return False
+    from crawler import __version__
+
+    print(f"crawler {__version__}")
+    return True
+
+
 def main() -> int:
     """The installed ``crawler`` script's entry point."""
+    if version_only(sys.argv[1:]):
+        return 0
     prepare(sys.argv[1:])
     from crawler.cli import main as cli_main
 

@@ -28,6 +28,7 @@ from prometheus_client import (
 
 from crawler import __version__
 from crawler.core.model import SECONDS_PER_DAY, Observation
+from crawler.store.health import FAULT_KINDS, STORAGE_ERROR_PREFIX
 
 PREFIX = "crawler"
 
@@ -59,6 +60,10 @@ class Events(Protocol):
 
     def robots_denied(self) -> None:
         """A URL was not fetched because the host's robots.txt disallows it."""
+
+    def robots_failed(self, kind: str) -> None:
+        """A request for a host's robots.txt failed (DNS, TLS, a timeout, a 5xx): an error of
+        ``kind``, as a page's fetch error is."""
 
     def crawl_delay_capped(self) -> None:
         """A host's robots.txt asked for a Crawl-delay above the maximum; it gets the maximum."""
@@ -156,8 +161,15 @@ class Metrics:
         self.fetch_limits_hit = Counter(
             f"{PREFIX}_fetch_errors",
             "Fetches that hit a limit or failed, by error kind (timeout_total, too_large, "
-            "decompression_bomb, ssrf, redirect_loop, http_503, ...).",
+            "decompression_bomb, ssrf, redirect_loop, http_503, ...), robots.txt requests "
+            "included.",
             ["kind"], registry=r,
+        )
+        self.fetches_not_stored = Counter(
+            f"{PREFIX}_fetches_not_stored",
+            "Fetches recorded as errors because their record could not be stored or written, "
+            "by why (disk_full, read_only, directory_gone, io_error, error).",
+            ["reason"], registry=r,
         )
         self.lease_rejected_writes = Counter(
             f"{PREFIX}_lease_rejected_writes",
@@ -270,6 +282,9 @@ class Metrics:
     def fetch_completed(self, obs: Observation) -> None:
         if obs.error_kind:
             self.fetch_limits_hit.labels(obs.error_kind).inc()
+            if obs.error_kind.startswith(STORAGE_ERROR_PREFIX):
+                self.fetches_not_stored.labels(
+                    obs.error_kind.removeprefix(STORAGE_ERROR_PREFIX)).inc()
         self.fetches.labels(obs.outcome, status_class(obs.status)).inc()
         self.fetch_duration.observe(obs.duration_seconds)
         if obs.duration_seconds > 0:  # not for URLs robots.txt kept from being fetched
@@ -313,6 +328,9 @@ class Metrics:
 
     def robots_denied(self) -> None:
         self.robots_denials.inc()
+
+    def robots_failed(self, kind: str) -> None:
+        self.fetch_limits_hit.labels(kind).inc()
 
     def crawl_delay_capped(self) -> None:
         self.crawl_delays_capped.inc()
@@ -387,10 +405,44 @@ class CollectionMetrics:
             f"{PREFIX}_webhook_events_pending", "Change events not yet delivered.",
             registry=registry,
         )
+        self.storage_writable = _gauge(
+            f"{PREFIX}_storage_writable",
+            "1 while the WARC directory can be written; 0 while it cannot (no host is claimed "
+            "then).", registry=registry,
+        )
+        self.storage_writable.set(1)
+        self.storage_probes = Counter(
+            f"{PREFIX}_storage_probes_total",
+            "Probes of the WARC directory (a file written, synced and removed).",
+            registry=registry,
+        )
+        self.storage_fault = _gauge(
+            f"{PREFIX}_storage_fault",
+            "1 for the reason the WARC directory cannot be written now (disk_full, read_only, "
+            "directory_gone, io_error), else 0.", ["reason"], registry=registry,
+        )
+        self.damaged_records = Counter(
+            f"{PREFIX}_warc_damaged_records_total",
+            "Stored records found unreadable while reading a URL's previous version, and "
+            "marked damaged in the index, by kind (missing, truncated, corrupt, digest).",
+            ["kind"], registry=registry,
+        )
         self.oldest_pending_age = _gauge(
             f"{PREFIX}_webhook_oldest_pending_age_seconds",
             "Age of the oldest undelivered change event (0 when none).", registry=registry,
         )
+
+    def storage_probed(self) -> None:
+        self.storage_probes.inc()
+
+    def storage_state(self, fault_kind: str | None) -> None:
+        """Whether the collection can be written now, and if not, why."""
+        self.storage_writable.set(1 if fault_kind is None else 0)
+        for kind in FAULT_KINDS:
+            self.storage_fault.labels(kind).set(1 if kind == fault_kind else 0)
+
+    def damaged_found(self, kind: str) -> None:
+        self.damaged_records.labels(kind).inc()
 
     def stored(self, record_type: str, length_bytes: int) -> None:
         self.records.labels(record_type).inc()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,6 +19,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from crawler.core.links import MAX_URL_LENGTH
 
 ENV_PREFIX = "CRAWLER_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# Variables of the test suite and the benches, read by them and not by any command.
+NOT_SETTINGS_PREFIXES = ("CRAWLER_TEST_", "CRAWLER_BENCH_")
 # Time a host lease keeps free after a request's timeout, to record the fetch.
 LEASE_MARGIN_SECONDS = 5.0
 
@@ -232,6 +236,11 @@ class Settings(BaseSettings):
         "(libdeflate, 1 to 12). On HTML, level 1 takes under half of level 6's CPU for files "
         "a tenth larger; above 6, files shrink a little for up to twice the CPU."
     )
+    warc_fsync: bool = Field(
+        True, description="fsync WARC records (one fsync shared by the fetches recorded "
+        "together) before their index rows commit, so that a power loss never leaves an index "
+        "row without its record. Off: records reach the disk when the OS writes them back."
+    )
     webhook_url: str | None = Field(
         None, description="POST each change event as JSON here (at least once, in order per "
         "URL). Subject to the same SSRF policy as fetches. Unset: no webhook."
@@ -239,6 +248,19 @@ class Settings(BaseSettings):
     webhook_timeout: float = Field(10.0, gt=0, description="Timeout of one webhook POST.")
     webhook_max_backoff: float = Field(
         3600.0, gt=0, description="Longest wait between two attempts to deliver an event."
+    )
+    webhook_secret: str | None = Field(
+        None, description="Sign each delivery with HMAC-SHA256 as Standard Webhooks do "
+        "(webhook-id, webhook-timestamp and webhook-signature headers): whsec_ followed by the "
+        "key in base64. Unset: deliveries are not signed."
+    )
+    webhook_lease: float = Field(
+        15.0, gt=0, description="Lease of the one daemon delivering events; a daemon that "
+        "stops renewing it (crashed, frozen) is taken over after this many seconds."
+    )
+    alert_after_failures: int = Field(
+        3, ge=1, description="Raise a `failing` event after this many consecutive failed "
+        "requests of a URL or of a host (DNS, TLS, timeouts, HTTP errors, robots.txt)."
     )
 
     # --- retention ------------------------------------------------------------------------
@@ -254,11 +276,17 @@ class Settings(BaseSettings):
     )
 
     # --- logging --------------------------------------------------------------------------
-    log_level: str = Field("INFO", description="Python log level.")
+    log_level: str = Field(
+        "INFO", description="Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL."
+    )
     log_json: bool = Field(False, description="JSON-lines logs instead of readable text.")
     log_fetches: bool = Field(
         False, description="Log one 'Crawled (200) <GET url> bytes seconds changed' line per "
         "fetch at INFO (otherwise at DEBUG).",
+    )
+    log_stats_interval: float = Field(
+        60.0, ge=0, description="`crawler run` logs a line of figures (pages/min, changes, "
+        "errors, URLs due, most overdue) this often, seconds; 0: never.",
     )
 
     @model_validator(mode="after")
@@ -274,6 +302,51 @@ class Settings(BaseSettings):
                 "raise the lease or lower the timeout"
             )
         return self
+
+    @model_validator(mode="after")
+    def _webhook_lease_fits_a_delivery(self) -> Settings:
+        """The deliverer sends an event only while its lease outlasts the request: a lease
+        shorter than that would deliver nothing, silently."""
+        needed = self.webhook_timeout + 1.0  # crawler.daemon.webhook.LEASE_MARGIN_SECONDS
+        if self.webhook_lease <= needed:
+            raise ValueError(
+                f"CRAWLER_WEBHOOK_LEASE={self.webhook_lease:g} is too short: a delivery needs "
+                f"CRAWLER_WEBHOOK_TIMEOUT={self.webhook_timeout:g} plus 1 s to mark the event, "
+                f"so more than {needed:g} s"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self) -> Settings:
+        """A lower bound above its upper bound has no meaning the daemon could pick for it."""
+        for low, high in (("min_interval", "max_interval"),
+                          ("backoff_base_seconds", "backoff_cap_seconds")):
+            if getattr(self, low) > getattr(self, high):
+                raise ValueError(
+                    f"{env_name(low)}={getattr(self, low):g} is above "
+                    f"{env_name(high)}={getattr(self, high):g}; lower the first or raise the "
+                    "second"
+                )
+        return self
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _valid_webhook_secret(cls, secret: str | None) -> str | None:
+        if secret is not None:
+            from crawler.core.signing import secret_key
+
+            secret_key(secret)  # raises, saying what a secret looks like
+        return secret
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _known_log_level(cls, level: Any) -> Any:
+        if not isinstance(level, str):
+            return level
+        name = level.strip().upper()
+        if name not in LOG_LEVELS:
+            raise ValueError(f"{level!r} is not a log level; levels: {', '.join(LOG_LEVELS)}")
+        return name
 
     @field_validator("include")
     @classmethod
@@ -315,3 +388,23 @@ def env_name(field: str) -> str:
 def warc_dir(settings: Settings) -> Path:
     """The WARC directory in force (CRAWLER_WARC_DIR, else CRAWLER_DATA_DIR/warc)."""
     return settings.warc_dir if settings.warc_dir is not None else settings.data_dir / "warc"
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """One warning per ``CRAWLER_*`` variable that is no setting, naming the closest setting:
+    a misspelled variable is otherwise silently ignored (pydantic-settings reads only the
+    names it knows)."""
+    import difflib
+
+    known = [field.upper() for field in Settings.model_fields]
+    warnings = []
+    for name in sorted(environ):
+        if (not name.startswith(ENV_PREFIX) or name.removeprefix(ENV_PREFIX) in known
+                or name.startswith(NOT_SETTINGS_PREFIXES)):
+            continue
+        # Compared without the prefix every name shares, which would make any two look alike.
+        close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), known, n=1)
+        hint = (f"did you mean {ENV_PREFIX}{close[0]}?" if close
+                else "the settings are listed by crawler run --help")
+        warnings.append(f"{name} is not a setting and is ignored ({hint})")
+    return warnings

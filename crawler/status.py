@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import asyncpg
-
-from crawler.core.region import Region, effective_region
-from crawler.core.stored_plan import BUDGET_FROM_SETTING, Plan, plan_from_row
 from crawler.db.estimates import most_overdue_seconds, urls_due_paused
-from crawler.db.frontier import to_iso, to_unsigned64
 from crawler.db.queries import QUERIES
+
+# The plan's and the frontier's modules load numpy and the core; `crawler status` imports
+# them when it reads a plan or a URL row (commands start fast: tests/unit/test_startup.py).
+if TYPE_CHECKING:
+    import asyncpg
+
+    from crawler.core.stored_plan import Plan
 
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dt.datetime):
-        return to_iso(value)
+        # None for ±infinity (a parked URL), as crawler.db.frontier.to_iso writes it.
+        return None if value.year in (1, 9999) else value.isoformat()
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).hex()
     if isinstance(value, list):
@@ -28,7 +31,8 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-LISTED = 5
+# Rows of each list `crawler status` shows per page (--limit), as `crawler urls` pages.
+LISTED = 100
 # A daemon whose heartbeat is older than this is gone (three heartbeats, as the planner counts).
 LIVE_DAEMON_SECONDS = 30.0
 
@@ -46,6 +50,8 @@ async def most_overdue_urls(conn: asyncpg.Connection, limit: int) -> list[asyncp
 
 def budget_source(plan: Plan | None) -> str | None:
     """Where the budget in force came from, in words naming the setting."""
+    from crawler.core.stored_plan import BUDGET_FROM_SETTING
+
     if plan is None:
         return None
     if plan.budget_source == BUDGET_FROM_SETTING:
@@ -60,7 +66,10 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-async def collect_status(url: str) -> dict[str, Any]:
+async def collect_status(url: str, limit: int = LISTED, offset: int = 0) -> dict[str, Any]:
+    """The summary, and one page of each list (``limit`` rows from ``offset``; the most
+    overdue URLs are a ranking: its first ``limit``), with each list's full length."""
+    from crawler.core.stored_plan import plan_from_row
     from crawler.db.connect import connect as db_connect
 
     conn = await db_connect(url)
@@ -69,20 +78,40 @@ async def collect_status(url: str) -> dict[str, Any]:
         states = {r["state"]: r["n"] for r in await conn.fetch(QUERIES["urls_by_state"])}
         plan_row = await conn.fetchrow(QUERIES["latest_plan"])
         applying = await conn.fetchrow(QUERIES["daemons_applying_plan"], LIVE_DAEMON_SECONDS)
-        overdue = await most_overdue_urls(conn, LISTED)
+        overdue = await most_overdue_urls(conn, limit)
         paused_due = await urls_due_paused(conn)
         overdue_seconds = await most_overdue_seconds(conn)
-        backoff = await conn.fetch(QUERIES["hosts_in_backoff"], LISTED)
-        refused = await conn.fetch(QUERIES["hosts_refused"], LISTED)
-        paused = await conn.fetch(QUERIES["hosts_paused"], 1000)
+        # The existing statements take a LIMIT only: the rows before the page are read and
+        # dropped here (a status page, not a scan of the table).
+        backoff = (await conn.fetch(QUERIES["hosts_in_backoff"], offset + limit))[offset:]
+        refused = (await conn.fetch(QUERIES["hosts_refused"], offset + limit))[offset:]
+        paused = (await conn.fetch(QUERIES["hosts_paused"], offset + limit))[offset:]
+        # URLs and hosts failing now (crawler.core.alerts), each listed until it works again.
+        failing_rows = await conn.fetch(QUERIES["failing_now"], offset + limit)
+        totals = await conn.fetchrow(QUERIES["status_host_list_totals"])
+        storage = await conn.fetch(QUERIES["storage_faults"], LIVE_DAEMON_SECONDS)
+        damaged = await conn.fetchval(QUERIES["damaged_records_count"])
     finally:
         await conn.close()
-    assert counts is not None
+    assert counts is not None and totals is not None
     plan = None if plan_row is None else plan_from_row(plan_row)
     computed = None if plan_row is None else plan_row["solved_at"]
     budget = None if plan is None else plan.budget_per_day
     achieved = None if plan is None else plan.achieved_per_day
+    due_now = max(0, counts["due_all"] - paused_due)
     return {
+        "lists": {
+            "limit": limit,
+            "offset": offset,
+            # Each list's full length: a page that shows fewer says so.
+            "totals": {
+                "most_overdue": due_now,
+                "hosts_in_backoff": totals["hosts_in_backoff"],
+                "hosts_paused": totals["hosts_paused"],
+                "hosts_refused": totals["hosts_refused"],
+                "failing": failing_rows[0]["total"] if failing_rows else 0,
+            },
+        },
         "planner": {
             "version": None if plan is None else plan.version,
             "mu": None if plan is None else plan.mu,
@@ -112,12 +141,24 @@ async def collect_status(url: str) -> dict[str, Any]:
             for r in backoff
         ],
         "hosts_paused": [r["origin"] for r in paused],
+        "failing": [
+            {"origin": r["origin"], "scope": "host" if r["url_id"] == 0 else "url",
+             "url": r["url"], "failures": r["failures"], "error_kind": r["error_kind"],
+             "since": _jsonable(r["first_failed_at"]), "last": _jsonable(r["last_failed_at"]),
+             "alerted": r["raised"]}
+            for r in failing_rows[offset:]
+        ],
+        # Daemons that cannot write their collection now (they claim no hosts meanwhile).
+        "storage_faults": [
+            {"daemon": r["owner"], "fault": r["storage_fault"]} for r in storage
+        ],
+        "damaged_records": damaged,
         "hosts_refused": [
             {"origin": r["origin"], "reason": r["refused_reason"]} for r in refused
         ],
         "urls": counts["urls"],
         "urls_by_state": states,
-        "due_now": max(0, counts["due_all"] - paused_due),
+        "due_now": due_now,
         "due_paused": paused_due,
         "hosts": counts["hosts"],
         "hosts_leased": counts["hosts_leased"],
@@ -167,24 +208,71 @@ def render_status(status: dict[str, Any]) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lists = status.get("lists") or {"limit": None, "offset": 0, "totals": {}}
+
+    def heading(title: str, key: str, shown: int, ranked: bool = False) -> str:
+        """A list's title, with how much of it is shown when that is not all of it."""
+        total = lists["totals"].get(key, shown)
+        first = 0 if ranked else lists["offset"]
+        if shown >= total and first == 0:
+            return f"{title} ({total})"
+        if ranked:
+            return f"{title} (the {shown} most overdue of {total} due; --limit for more)"
+        if shown == 0:
+            return f"{title} ({total}; none from --offset {first})"
+        more = (f"; next: --offset {first + shown}" if first + shown < total else "")
+        return f"{title} ({first + 1}-{first + shown} of {total}{more})"
+
     if status["most_overdue"]:
-        lines += ["", "most overdue URLs"]
+        lines += ["", heading("most overdue URLs", "most_overdue", len(status["most_overdue"]),
+                              ranked=True)]
         lines += [f"  {o['overdue_seconds']:>10.0f} s  {o['url']}" for o in status["most_overdue"]]
-    if status["hosts_in_backoff"]:
-        lines += ["", "hosts in backoff"]
+    if status["hosts_in_backoff"] or lists["totals"].get("hosts_in_backoff"):
+        lines += ["", heading("hosts in backoff", "hosts_in_backoff",
+                              len(status["hosts_in_backoff"]))]
         lines += [
             f"  {h['origin']}  until {h['backoff_until']}  failures {h['consecutive_failures']}"
             + ("  (robots.txt unreachable)" if h["robots_unreachable"] else "")
             + (f"  last error {h['last_error_kind']}" if h["last_error_kind"] else "")
             for h in status["hosts_in_backoff"]
         ]
-    if status["hosts_paused"]:
-        lines += ["", "hosts paused (crawler resume --host ORIGIN)"]
+    if status.get("failing") or lists["totals"].get("failing"):
+        lines += ["", heading("failing now (listed until they work again)", "failing",
+                              len(status["failing"]))]
+        lines += [
+            f"  {f['origin'] if f['scope'] == 'host' else f['url']}  {f['scope']}  "
+            f"{f['failures']} failures since {f['since']}  last {f['error_kind']}"
+            + (f" ({f['url']})" if f["scope"] == "host" else "")
+            for f in status["failing"]
+        ]
+    if status.get("storage_faults"):
+        lines += ["", "collection not writable (no hosts claimed until it is)"]
+        lines += [f"  {f['daemon']}  {f['fault']}" for f in status["storage_faults"]]
+    if status.get("damaged_records"):
+        lines += ["", f"damaged records marked: {status['damaged_records']} (crawler verify)"]
+    if status["hosts_paused"] or lists["totals"].get("hosts_paused"):
+        lines += ["", heading("hosts paused (crawler resume --host ORIGIN)", "hosts_paused",
+                              len(status["hosts_paused"]))]
         lines += [f"  {origin}" for origin in status["hosts_paused"]]
-    if status["hosts_refused"]:
-        lines += ["", "hosts refused (never fetched)"]
+    if status["hosts_refused"] or lists["totals"].get("hosts_refused"):
+        # Refused now, whatever was fetched before: the address policy is checked at every
+        # lease, so a host fetched for months is refused once its address leaves the allowed
+        # networks (or CRAWLER_ALLOW_NETWORKS changes).
+        lines += ["", heading("hosts refused by the address policy, not fetched while refused",
+                              "hosts_refused", len(status["hosts_refused"]))]
         lines += [f"  {h['origin']}  {h['reason']}" for h in status["hosts_refused"]]
     return "\n".join(lines)
+
+
+def more_hint(status: dict[str, Any]) -> str | None:
+    """The command for the next page of the host lists, when a list goes on past this one
+    (printed on stderr, as `crawler urls` does)."""
+    lists = status["lists"]
+    end = lists["offset"] + lists["limit"]
+    if any(lists["totals"][key] > end
+           for key in ("hosts_in_backoff", "hosts_paused", "hosts_refused", "failing")):
+        return f"more: crawler status --limit {lists['limit']} --offset {end}"
+    return None
 
 
 URL_FIELDS = (
@@ -208,6 +296,7 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
             return None
         observations = await conn.fetch(QUERIES["url_observations"], row["id"], limit,
                                     row["host_id"])
+        failing = await conn.fetch(QUERIES["url_failing"], page_url)
     finally:
         await conn.close()
     shown = {name: _jsonable(row[name]) for name in URL_FIELDS}
@@ -220,16 +309,28 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
         {**{k: _jsonable(v) for k, v in o.items()}, "simhash": _hex64(o["simhash"])}
         for o in observations
     ]
+    # The URL's run of failures and its host's (robots.txt included), until they work again.
+    shown["failing"] = [
+        {"scope": "host" if f["url_id"] == 0 else "url", "url": f["url"],
+         "failures": f["failures"], "error_kind": f["error_kind"],
+         "since": _jsonable(f["first_failed_at"]), "last": _jsonable(f["last_failed_at"]),
+         "alerted": f["raised"]}
+        for f in failing
+    ]
     return shown
 
 
 def _hex64(value: int | None) -> str | None:
+    from crawler.db.frontier import to_unsigned64
+
     unsigned = to_unsigned64(value)
     return None if unsigned is None else f"{unsigned:016x}"
 
 
 def region_shown(row: asyncpg.Record) -> str:
     """The watched region in effect (crawler.core.region) and where it comes from."""
+    from crawler.core.region import Region, effective_region
+
     own = Region(row["watch_css"], row["ignore_css"])
     region = effective_region(
         row["watch_css"], row["ignore_css"], row["site_watch_css"], row["site_ignore_css"]
@@ -259,6 +360,9 @@ def render_url(shown: dict[str, Any]) -> str:
     lines = [f"{k:<24} {_shown(shown[k])}" for k in (*URL_FIELDS, "region")]
     if shown.get("site_patterns") is not None:
         lines.append(f"{'site_patterns':<24} {shown['site_patterns']}")
+    for f in shown.get("failing", ()):
+        lines.append(f"{'failing (' + f['scope'] + ')':<24} {f['failures']} failures since "
+                     f"{f['since']}, last {f['error_kind']} ({f['url']})")
     lines.append("")
     lines.append(f"{'fetched_at':<33} {'outcome':<13} {'status':>6} {'bytes':>8} "
                  f"{'dist':>4} changed")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
+from pathlib import Path
 
 import asyncpg
 
@@ -87,3 +89,59 @@ async def assert_every_process_applies_the_newest_plan(
                 f" (expected {expected_processes})"
             )
         await asyncio.sleep(0.2)
+
+
+def assert_polite(
+    server_log: Sequence[tuple[str, float]], delay: float, slack: float = 0.005
+) -> None:
+    """No host (origin) received two requests closer than ``delay`` seconds: ``server_log``
+    holds (origin, arrival on the monotonic clock) for every request the server saw."""
+    last: dict[str, float] = {}
+    close: list[tuple[str, float]] = []
+    for origin, at in sorted(server_log, key=lambda entry: entry[1]):
+        if origin in last and at - last[origin] < delay - slack:
+            close.append((origin, round(at - last[origin], 4)))
+        last[origin] = at
+    assert not close, f"requests closer than {delay} s to one host: {close[:20]}"
+
+
+async def assert_index_rows_read_back(
+    db_url: str,
+    warc_dir: Path,
+    *,
+    elsewhere: Path | None = None,
+    ends: dict[str, int] | None = None,
+) -> int:
+    """Every index row reads back a record whose payload digest (and record id) matches its
+    row; how many rows. A row's file is looked for in ``warc_dir``, then in ``elsewhere`` (a
+    directory moved away under the daemon), where ``ends`` bounds what it may point to: the
+    size of each file when it was moved (a record written after is in no one's directory)."""
+    from crawler.store.verify import check_row
+
+    conn = await asyncpg.connect(db_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT s.*, u.url FROM stored_records s JOIN urls u "
+            "ON u.id = s.url_id AND u.host_id = s.host_id ORDER BY s.id")
+    finally:
+        await conn.close()
+    bad: list[str] = []
+    for row in rows:
+        root = warc_dir
+        name = row["warc_file"]
+        if not _present(warc_dir, name) and elsewhere is not None and _present(elsewhere, name):
+            root = elsewhere
+            end = (ends or {}).get(name)
+            if end is not None and row["warc_offset"] + row["warc_length"] > end:
+                bad.append(f"{name}:{row['warc_offset']} was written after its directory "
+                           f"was moved away (the file had {end} bytes)")
+                continue
+        damage = check_row(root, row)
+        if damage is not None:
+            bad.append(damage.message)
+    assert not bad, f"{len(bad)} of {len(rows)} index rows do not read back: {bad[:10]}"
+    return len(rows)
+
+
+def _present(root: Path, name: str) -> bool:
+    return (root / name).exists() or (root / (name + ".open")).exists()

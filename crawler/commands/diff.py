@@ -1,7 +1,14 @@
-"""``crawler diff URL [--from TIME] [--to TIME]``: unified diff of two versions' visible text.
+"""``crawler diff URL [--from TIME] [--to TIME] [--words]``: unified diff of two versions'
+visible text.
 
 The default compares the last two versions that differed: the newest version detected as a
-change (simhash distance at or above the threshold) and the version stored before it.
+change (simhash distance at or above the threshold, or any change of the text for a URL
+watched exactly) and the version stored before it.
+
+A first line states the simhash distance between the two versions. Every line that differs is
+shown, numbers included, however few bits the simhash moved; ``--words`` shows the words that
+differ instead, each place with a few words of context. When the two texts are the same, one
+line says so.
 """
 
 from __future__ import annotations
@@ -28,11 +35,17 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="TIME", help=f"The older version: current at TIME ({TIME_FORMS}).")
     parser.add_argument("--to", dest="to_time", type=parse_time, default=None, metavar="TIME",
                         help="The newer version: current at TIME (default: the latest).")
+    parser.add_argument("--words", action="store_true",
+                        help="Show the words that differ (marked [-removed-]{+added+}, with "
+                             "context), not whole lines.")
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawler.core.textdiff import unified_diff
+    from crawler.commands.errors import DAMAGED
+    from crawler.core.fingerprint import hamming_distance
+    from crawler.core.textdiff import page_text, unified_diff, word_changes
     from crawler.store.base import RESPONSE
+    from crawler.store.damage import RecordDamaged
     from crawler.store.index import load_body, payload_version, version_at
 
     url, stored, region = stored_versions(args)
@@ -68,11 +81,32 @@ def run(args: argparse.Namespace) -> int:
     root = store_root(args)
     try:
         old_body, new_body = load_body(root, stored, old), load_body(root, stored, new)
+    except RecordDamaged as exc:
+        print(f"crawler diff: {url}: {exc.message}", file=sys.stderr)
+        return DAMAGED
     except (OSError, LookupError, ValueError) as exc:
         print(f"crawler diff: {exc}", file=sys.stderr)
         return 1
-    lines = unified_diff(old_body.text_lines(region), new_body.text_lines(region),
-                         f"{url} @ {old.fetched_at.isoformat()}",
-                         f"{url} @ {new.fetched_at.isoformat()}")
-    print("\n".join(lines))
+    old_text, old_simhash = page_text(old_body.payload, old_body.content_type, region)
+    new_text, new_simhash = page_text(new_body.payload, new_body.content_type, region)
+    old_label = f"{url} @ {old.fetched_at.isoformat()}"
+    new_label = f"{url} @ {new.fetched_at.isoformat()}"
+    distance = (
+        "simhash distance n/a (not HTML)" if old_simhash is None or new_simhash is None
+        else f"simhash distance {hamming_distance(old_simhash, new_simhash)} bits"
+    )
+    if old_text == new_text:
+        # Said in one line, so that an empty output never stands for "no difference".
+        same = "identical" if old_body.payload == new_body.payload else (
+            "identical (the bytes differ)")
+        print(f"{url}: visible text {same} at {old.fetched_at.isoformat()} and "
+              f"{new.fetched_at.isoformat()}; {distance}")
+        return 0
+    print(f"{url}: {distance}")
+    if args.words:
+        changes, _ = word_changes(old_text, new_text)
+        print("\n".join([f"--- {old_label}", f"+++ {new_label}",
+                         *(change.shown() for change in changes)]))
+    else:
+        print("\n".join(unified_diff(old_text, new_text, old_label, new_label)))
     return 0

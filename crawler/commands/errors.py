@@ -2,7 +2,8 @@
 
 Exit statuses, as the README documents them: 0 done; 1 done in part (some input rejected,
 or interrupted with Ctrl-C after committing some of it); 2 nothing done because of a usage
-or configuration error, the line naming the setting, option or command that fixes it.
+or configuration error, the line naming the setting, option or command that fixes it; 4 a
+stored record is missing or damaged (one line naming it; ``crawler verify`` finds them all).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from crawler.settings import Settings, env_name
 
 USAGE = 2
 PARTIAL = 1
+# A stored record is missing or damaged (crawler.store.damage): get, diff, versions, verify.
+DAMAGED = 4
 
 DATABASE_HINT = ("set CRAWLER_DATABASE_URL (or --database-url) to a running PostgreSQL, "
                  "or unset it for the embedded server")

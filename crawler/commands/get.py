@@ -48,6 +48,8 @@ def status_line(status: int | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from crawler.commands.errors import DAMAGED
+    from crawler.store.damage import RecordDamaged
     from crawler.store.index import load_body, version_at
 
     url, stored, region = stored_versions(args)
@@ -58,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         body = load_body(store_root(args), stored, version)
+    except RecordDamaged as exc:
+        print(f"crawler get: {url} at {version.fetched_at.isoformat()}: {exc.message}",
+              file=sys.stderr)
+        return DAMAGED
     except (OSError, LookupError, ValueError) as exc:
         print(f"crawler get: {exc}", file=sys.stderr)
         return 1

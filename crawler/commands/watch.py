@@ -1,10 +1,17 @@
-"""``crawler watch URL [--watch CSS] [--ignore CSS] [--clear] [--window]``: the watched region.
+"""``crawler watch URL [--watch CSS] [--ignore CSS] [--clear] [--exact | --no-exact]
+[--window | --pattern]``: the watched region, and how its changes are judged.
 
 A region restricts the visible text that the fingerprint, the change decision and the diff use
 (crawler.core.region): ``--watch`` keeps only the matching elements, ``--ignore`` removes them.
-It is stored on the URL, or with ``--window`` on its windowed site for every page without a
-region of its own. The next fetch after a change of region takes a new baseline fingerprint
-and is not counted as a change of the page.
+``--exact`` makes any change of that text a change, numbers included (a price from 12.50 to
+15.99); by default a change is a simhash distance of at least the threshold, which a few
+changed words on a long page do not reach. ``--no-exact`` goes back to that.
+
+Both are stored on the URL, or with ``--window`` on its windowed site for every page without
+a region of its own, or with ``--pattern`` (URL is then a regular expression, matched as
+PostgreSQL's ``~`` does) on every known URL it matches. The next fetch after a change of rule
+is compared with the previous stored version under the new rule (when versions are stored),
+not taken as a new baseline.
 """
 
 from __future__ import annotations
@@ -38,6 +45,12 @@ def css_option(option: str) -> Any:
 
 def add_region_options(parser: argparse.ArgumentParser, target: str) -> None:
     parser.add_argument(
+        "--exact", action=argparse.BooleanOptionalAction, default=None,
+        help=f"Any change of the visible text of {target} (of its watched region) is a "
+             "change, numbers included; --no-exact: a change is a simhash distance of at "
+             "least the threshold (the default).",
+    )
+    parser.add_argument(
         "--watch", type=css_option("--watch"), default=None, metavar="CSS",
         help=f"Only the text of the elements this CSS selector matches counts for {target} "
              "(fingerprint, change decision, diff).",
@@ -52,6 +65,55 @@ def add_region_options(parser: argparse.ArgumentParser, target: str) -> None:
 def wanted(args: argparse.Namespace) -> bool:
     """Whether the command line set any part of a region."""
     return args.watch is not None or args.ignore is not None
+
+
+def rule_shown(exact: bool, source: str | None = None) -> str:
+    """How the URL's changes are judged, for ``crawler watch``'s answer."""
+    if not exact:
+        return "changes: simhash distance of at least the threshold"
+    return "changes: any change of the text (exact" + (f", {source})" if source else ")")
+
+
+async def store_exact(
+    conn: asyncpg.Connection, urls: Sequence[str], exact: bool, *, window: bool
+) -> None:
+    """Store exactness on ``urls`` (or, with ``window``, on the site rooted at ``urls[0]``)."""
+    if window:
+        await conn.fetch(QUERIES["set_site_exact"], urls[0], exact)
+    else:
+        await conn.fetch(QUERIES["set_url_exact"], list(urls), exact)
+
+
+async def _url_rule(conn: asyncpg.Connection, url: str) -> str:
+    row = await conn.fetchrow(QUERIES["url_exact"], url)
+    if row is None or not (row["watch_exact"] or row["site_watch_exact"]):
+        return rule_shown(False)
+    return rule_shown(True, "the URL's own" if row["watch_exact"] else "its window's")
+
+
+async def _watch_pattern(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
+    """``--pattern``: the rule set on every known URL the regular expression matches."""
+    from crawler.core.patterns import PatternError, compile_pattern
+
+    try:
+        compile_pattern(args.url, "--pattern")
+    except PatternError as error:
+        raise UserError(str(error)) from None
+    if args.window:
+        raise UserError("--pattern and --window name different things; give one")
+    if not (wanted(args) or args.clear or args.exact is not None):
+        raise UserError("--pattern: give what to set (--exact, --no-exact, --watch, "
+                        "--ignore or --clear)")
+    try:
+        done = await conn.fetch(QUERIES["set_pattern_rule"], args.url, args.exact, args.watch,
+                                args.ignore, args.clear)
+    except asyncpg.InvalidRegularExpressionError as error:
+        raise UserError(f"--pattern {args.url!r}: {error}") from None
+    what = [] if args.exact is None else [rule_shown(args.exact)]
+    if wanted(args) or args.clear:
+        what.append("region " + Region(args.watch or None, args.ignore or None).describe())
+    # Quoted as typed: repr would double every backslash of the expression.
+    return f"{len(done)} URLs matching '{args.url}': {'; '.join(what)}"
 
 
 async def store_region(
@@ -79,6 +141,8 @@ async def _watch(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
     from crawler.commands.windows import resolve_site
     from crawler.core.links import normalize_url
 
+    if args.pattern:
+        return await _watch_pattern(conn, args)
     url = normalize_url(args.url)
     if url is None:
         raise UserError(f"{args.url!r} is not a URL (crawler watch URL)")
@@ -87,18 +151,23 @@ async def _watch(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
         root = await resolve_site(conn, url, f"watch --window: the site of {url}")
         site = await conn.fetchrow(QUERIES["url_region"], root)
         old = Region(site["site_watch_css"], site["site_ignore_css"]) if site else Region()
-        if not (wanted(args) or args.clear):
-            return f"window of {root}: {old.describe()}"
-        region = _merged(old, args)
-        await store_region(conn, [root], region, window=True)
-        return f"window of {root}: {region.describe()}"
+        region = old
+        if wanted(args) or args.clear:
+            region = _merged(old, args)
+            await store_region(conn, [root], region, window=True)
+        if args.exact is not None:
+            await store_exact(conn, [root], args.exact, window=True)
+        exact = bool(await conn.fetchval(QUERIES["site_exact"], root))
+        return f"window of {root}: {region.describe()}; {rule_shown(exact)}"
     if row is None:
         raise UserError(f"unknown URL {url}: seed it first (crawler seed URL)")
-    if not (wanted(args) or args.clear):
-        return f"{url}: {region_shown(row)}"
-    region = _merged(Region(row["watch_css"], row["ignore_css"]), args)
-    await store_region(conn, [url], region, window=False)
-    return f"{url}: {region_shown(await conn.fetchrow(QUERIES['url_region'], url))}"
+    if wanted(args) or args.clear:
+        region = _merged(Region(row["watch_css"], row["ignore_css"]), args)
+        await store_region(conn, [url], region, window=False)
+        row = await conn.fetchrow(QUERIES["url_region"], url)
+    if args.exact is not None:
+        await store_exact(conn, [url], args.exact, window=False)
+    return f"{url}: {region_shown(row)}; {await _url_rule(conn, url)}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,11 +178,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    text = "Show or change the watched region of a URL (or, with --window, of its site)."
+    text = ("Show or change the watched region of a URL (or, with --window, of its site), "
+            "and whether any change of its text counts (--exact).")
     parser = subparsers.add_parser("watch", help=text, description=plain(__doc__),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("url", metavar="URL")
     add_region_options(parser, "this URL")
+    parser.add_argument("--pattern", action="store_true",
+                        help="URL is a regular expression: set the rule on every known URL it "
+                             "matches (URLs found later do not take it; a window's pages take "
+                             "its rule with --window).")
     parser.add_argument("--clear", action="store_true",
                         help="Remove the region (the whole page counts again); with --watch "
                              "or --ignore, start from nothing rather than the current region.")
@@ -134,3 +208,5 @@ async def seed_region(
     if wanted(args):
         region = Region(args.watch or None, args.ignore or None)
         await store_region(conn, urls, region, window=window)
+    if args.exact is not None:
+        await store_exact(conn, urls, args.exact, window=window)

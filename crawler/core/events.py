@@ -9,6 +9,12 @@ from typing import Any
 
 from crawler.core.textdiff import LineChanges
 
+# Every kind of event in the outbox: changes of a page (crawler.core.transition.ChangeKind)
+# and alerts (crawler.core.alerts), in the order `crawler changes --help` lists them.
+CHANGE_KINDS = ("changed", "gone", "back")
+ALERT_KINDS = ("failing", "recovered", "region_missing")
+EVENT_KINDS = CHANGE_KINDS + ALERT_KINDS
+
 
 def simhash_hex(value: int | None) -> str | None:
     """A 64-bit fingerprint as 16 hex digits (JSON numbers lose precision past 2**53)."""
@@ -39,6 +45,11 @@ def event_payload(
         "distance": distance,
         "added": list(lines.added) if lines else [],
         "removed": list(lines.removed) if lines else [],
+        # Word by word, numbers included: a changed price shows both prices, with context.
+        "words": [
+            {"before": w.before, "removed": w.removed, "added": w.added, "after": w.after}
+            for w in (lines.words if lines else ())
+        ],
         "diff_truncated": bool(lines and lines.truncated),
         "warc_file": warc_file,
         "warc_offset": warc_offset,

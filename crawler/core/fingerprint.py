@@ -3,7 +3,8 @@
 A page **changed** when the simhash of its new version is at Hamming distance >= k (k = 6)
 from the stored one (Grimes & O'Brien 2008; docs/MODEL.md section 1). Bytes that changed while
 the simhash moved by fewer than k bits are a *cosmetic* change (a timestamp, a counter):
-recorded, not counted.
+recorded, not counted. A page watched exactly (``crawler watch --exact``) changed when the
+hash of its visible text (``text_hash``) did, however few bits the simhash moved.
 
 `simhash64` gives exactly `simhash.Simhash(features, f=64, hashfunc=h).value` (simhash 2.1.2) for
 non-negative weights, but votes all features at once with numpy instead of one Python iteration
@@ -199,6 +200,14 @@ def same_content(stored: bytes | None, exact: bytes, body: bytes) -> bool:
     if len(stored) == LEGACY_CONTENT_HASH_BYTES:
         return hashlib.blake2b(body, digest_size=LEGACY_CONTENT_HASH_BYTES).digest() == stored
     return stored == exact
+
+
+def text_hash(raw_text: str) -> bytes:
+    """Exact hash of visible text with its whitespace normalised (SHA-1 of the words joined by
+    single spaces): what ``crawler watch --exact`` compares. Two versions whose markup differs
+    but whose text reads the same hash alike, so a page re-indented or given a new script is
+    not a change, while any edit of a word, a number included, is."""
+    return hashlib.sha1(" ".join(raw_text.split()).encode("utf-8", "surrogatepass")).digest()
 
 
 def to_signed64(value: int) -> int:

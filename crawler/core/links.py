@@ -48,19 +48,43 @@ def _is_session_param(pair: str) -> bool:
     return name in SESSION_ID_PARAMS or name.startswith(_SESSION_ID_PREFIX)
 
 
+# The WHATWG URL Standard's forbidden domain code points: a host holding one, after its
+# percent-encoding is undone, is no host (``http://a b/``, ``http://a%20b/``, ``http://a<b/``).
+_FORBIDDEN_DOMAIN: Final = re.compile(r"[\x00-\x20#%/:<>?@\[\\\]^|\x7f]")
+
+
+def _valid_domain(host: str) -> bool:
+    """Whether ``host`` (lower case, IDNA-encoded, percent-decoded) is a valid domain of the
+    WHATWG URL Standard: no forbidden domain code point, and "domain to ASCII" with beStrict
+    (UTS #46 VerifyDnsLength) succeeds: every label 1 to 63 characters (``a..b`` has an
+    empty one), at most 253 in all, one final root dot allowed. Browsers' parsers accept
+    ``a..b``, but no DNS name is spelled so; a frontier row for it could never be fetched."""
+    if _FORBIDDEN_DOMAIN.search(host):
+        return False
+    name = host.removesuffix(".")
+    return 0 < len(name) <= 253 and all(0 < len(label) <= 63 for label in name.split("."))
+
+
 def _canonical_host(host: str) -> str:
     """The host as the WHATWG URL Standard's host parser leaves it: percent-encoding undone
     (when that leaves a plain ASCII name), and a host that ends in a number read as IPv4 and
     written as the dotted quad (``127.1``, ``0x7f.0.0.1``, ``2130706433``: 127.0.0.1).
-    Raises ``ValueError`` for a host that ends in a number but is no address."""
+    Raises ``ValueError`` for a host that ends in a number but is no address, and for one
+    that is no valid domain (``_valid_domain``)."""
     if ":" in host:  # IPv6 literal
         return f"[{host}]"
     if "%" in host:
         decoded = unquote(host)
         if _ASCII_HOST.fullmatch(decoded):
             host = decoded.lower()
+        elif _FORBIDDEN_DOMAIN.search(decoded.replace("%", "")):
+            raise ValueError(f"forbidden code point in host {decoded!r}")
     address = parse_ipv4(host)
-    return host if address is None else str(address)
+    if address is not None:
+        return str(address)
+    if not _valid_domain(host.replace("%", "") if "%" in host else host):
+        raise ValueError(f"invalid host {host!r}")
+    return host
 
 
 def _without_default_port(parts: SplitResult) -> str:

@@ -95,6 +95,11 @@ class UrlRecord:
     # crawled before it joined a window must be fetched whole and parsed once, whatever its
     # validators and content hash say, or its links are never read.
     out_links_read: bool = False
+    # ``crawler watch --exact``: any change of the region's visible text is a change (numbers
+    # included), judged by ``last_text_hash``, the hash of that text as last fetched (None
+    # when it was not taken: a URL fingerprinted while it was not watched exactly).
+    exact: bool = False
+    last_text_hash: bytes | None = None
 
     @property
     def out_links_unread(self) -> bool:
@@ -172,6 +177,10 @@ class Exchange:
     body: bytes = b""  # decoded (Content-Encoding undone), capped like any body
     wire_body: bytes | None = None  # as received, when an encoding was undone
     truncated: bool = False
+    # The request as sent (target and headers in wire order) and the answer's HTTP version.
+    request_target: str = ""
+    request_headers: tuple[tuple[str, str], ...] = ()
+    http_version: str = "1.1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +209,11 @@ class FetchResult:
     # ``final_url`` (None: the URL requested, when there was no redirect).
     redirects: tuple[Exchange, ...] = ()
     final_url: str | None = None
+    # The final request as sent (target and headers in wire order) and the answer's HTTP
+    # version, for the request and response records; empty when no request went out.
+    request_target: str = ""
+    request_headers: tuple[tuple[str, str], ...] = ()
+    http_version: str = "1.1"
 
     @property
     def answered_status(self) -> int | None:
@@ -224,6 +238,9 @@ class Observation:
     last_modified: float | None
     error_kind: str | None
     truncated: bool
+    # The hash of the visible text (crawler.core.fingerprint.text_hash), taken for a URL
+    # watched exactly; kept on the URL's row, not in ``observations``.
+    text_hash: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,12 @@
 
 Pure: the daemon and the tests call it with plain data. A change is a simhash distance of at
 least the threshold (docs/MODEL.md section 1); bytes that differ under the threshold are a
-cosmetic change, recorded (``content_changed``) but not counted.
+cosmetic change, recorded (``content_changed``) but not counted. A URL watched exactly
+(``UrlRecord.exact``) changed when its visible text did (``text_hash``), numbers included.
+
+A stored fingerprint taken under another rule (another region, or no text hash for a URL now
+watched exactly) is re-taken from the stored previous version before the comparison
+(``needs_baseline``, ``rebased``): the edge reads that version, this module judges it.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from itertools import pairwise
 
 from crawler.core.estimate import dated_change_days
 from crawler.core.extract import ParsedPage, parse_page
-from crawler.core.fingerprint import content_hash, hamming_distance, same_content
+from crawler.core.fingerprint import content_hash, hamming_distance, same_content, text_hash
 from crawler.core.last_modified import observe_last_modified
 from crawler.core.model import (
     DISALLOWED,
@@ -80,6 +85,8 @@ def same_fingerprinted_bytes(
         and record.last_simhash is not None
         and record.last_content_hash is not None
         and record.fingerprint_region == record.region.key
+        # A URL watched exactly without a text hash yet is parsed once to take it.
+        and (not record.exact or record.last_text_hash is not None)
         and same_content(
             record.last_content_hash,
             content_hash(result.body) if exact is None else exact,
@@ -104,12 +111,16 @@ def observe(
     only the exact hash. ``same_bytes`` is ``same_fingerprinted_bytes`` when the caller has it,
     and ``exact`` the body's ``content_hash`` (each page's body is hashed once).
 
-    A fingerprint stored under another region than the record's (``crawler watch`` changed it)
-    is not compared with: this fetch's fingerprint is the new baseline, and the fetch counts as
-    unchanged only when the bytes are identical, else as unknown (``changed`` None), never as a
-    change.
+    A URL watched exactly changed when its text hash differs from the stored one; the
+    simhash distance is still recorded. Without a stored text hash, the simhash rule decides.
+
+    A fingerprint stored under another region than the record's is not compared with: the
+    edge re-takes it from the stored previous version first (``rebased``); when no version
+    is stored, this fetch's fingerprint is the new baseline, and the fetch counts as unchanged
+    only when the bytes are identical, else as unknown (``changed`` None), never as a change.
     """
     simhash: int | None = None
+    text: bytes | None = None
     distance: int | None = None
     changed: bool | None = None
     content_changed: bool | None = None
@@ -123,6 +134,7 @@ def observe(
         # The stored version again (the same bytes, or the server's 304): its fingerprint. The
         # same bytes keep their new hash (a hash stored in the old form is replaced by it).
         simhash = record.last_simhash
+        text = record.last_text_hash
         if exact is None:
             exact = record.last_content_hash
         distance, changed, content_changed = 0, False, False
@@ -131,13 +143,18 @@ def observe(
         if page is None:
             page = parse_result(result, region=record.region)
         simhash = None if page is None else page.simhash
+        if page is not None and record.exact:
+            text = text_hash(page.raw_text)
         if record.last_content_hash is not None:
             content_changed = not same_content(record.last_content_hash, exact, result.body)
             if simhash is not None and record.fingerprint_region != record.region.key:
                 changed = False if not content_changed else None
             elif simhash is not None and record.last_simhash is not None:
                 distance = hamming_distance(simhash, record.last_simhash)
-                changed = distance >= threshold_bits
+                if text is not None and record.last_text_hash is not None:
+                    changed = text != record.last_text_hash
+                else:
+                    changed = distance >= threshold_bits
             else:
                 # Non-HTML (or a page that turned into/out of HTML): exact hash only.
                 changed = content_changed
@@ -155,6 +172,31 @@ def observe(
         last_modified=result.last_modified,
         error_kind=result.error_kind,
         truncated=result.truncated,
+        text_hash=text,
+    )
+
+
+def needs_baseline(record: UrlRecord) -> bool:
+    """Whether the stored fingerprint was taken under another rule than the record's: another
+    region (``crawler watch``, or the URL joined a window with one), or no text hash for a URL
+    watched exactly. The previous version, when stored, is then fingerprinted again under the
+    current rule (``rebased``), so that this fetch is compared with it rather than with
+    nothing."""
+    return record.last_content_hash is not None and (
+        record.fingerprint_region != record.region.key
+        or (record.exact and record.last_text_hash is None)
+    )
+
+
+def rebased(record: UrlRecord, previous: ParsedPage) -> UrlRecord:
+    """``record`` with the fingerprint of its previous version (``previous``, parsed under
+    ``record.region`` from the stored body whose hash is ``last_content_hash``) in place of
+    the one stored under the old rule."""
+    return replace_record(
+        record,
+        last_simhash=previous.simhash,
+        last_text_hash=text_hash(previous.raw_text) if record.exact else None,
+        fingerprint_region=record.region.key,
     )
 
 
@@ -223,6 +265,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
         last_status=obs.status,
         last_simhash=obs.simhash,
         last_content_hash=obs.content_hash,
+        last_text_hash=obs.text_hash,
         fingerprint_region=(
             record.region.key if obs.outcome == OK else record.fingerprint_region
         ),

@@ -32,6 +32,7 @@ import os
 import platform
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -40,11 +41,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, Info, multiprocess
 
 from crawler import __version__
 from crawler.daemon import heap
-from crawler.daemon.http import make_app, start_server
+from crawler.daemon.http import make_app
+from crawler.daemon.logstats import log_stats
 from crawler.daemon.signals import process_shutdown
 from crawler.settings import Settings
 
@@ -100,7 +103,8 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def _fork_child(
-    index: int, settings: Settings, url: str, metrics_dir: str, duration: float | None
+    index: int, settings: Settings, url: str, metrics_dir: str, duration: float | None,
+    metrics_socket: socket.socket,
 ) -> int:
     """Fork one fetch process; returns its pid in the parent, never returns in the child."""
     parent = os.getpid()
@@ -109,6 +113,7 @@ def _fork_child(
         return pid
     code = 1
     try:
+        metrics_socket.close()  # the parent's: the port is free again once the parent is gone
         for sig in STOP_SIGNALS:  # the daemon installs its own handlers; until then, stop
             signal.signal(sig, signal.SIG_DFL)
         # Blocked by the parent across the fork (see run_processes): one that came since is
@@ -149,6 +154,22 @@ def aggregated_registry(metrics_dir: str) -> CollectorRegistry:
     return registry
 
 
+def bind_metrics(settings: Settings) -> socket.socket:
+    """The /metrics socket, bound before any child is forked: a port in use (a second daemon
+    on the machine) stops the start at once, in one line, exit 2, as with one process."""
+    from crawler.daemon.run import StartupError
+
+    try:
+        return socket.create_server((settings.metrics_host, settings.metrics_port))
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise StartupError(
+            f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port} "
+            f"({reason}); set CRAWLER_METRICS_PORT to a free port, or to 0 for "
+            "any free port (one per daemon on a machine)"
+        ) from None
+
+
 def run_processes(
     settings: Settings, url: str, processes: int, *, duration: float | None = None
 ) -> int:
@@ -159,6 +180,8 @@ def run_processes(
     import uvloop
 
     import crawler.daemon.run  # noqa: F401 - imported once here, shared by the forked children
+
+    metrics_socket = bind_metrics(settings)
 
     # No database check here: each child makes the daemon's own start-up checks (revision,
     # reachability) and a child that exits at start makes this return its exit code.
@@ -178,14 +201,17 @@ def run_processes(
         heap.settle()  # what the children share, frozen before they copy it (daemon.heap)
         try:
             pids = [
-                _fork_child(index, settings, url, metrics_dir, duration)
+                _fork_child(index, settings, url, metrics_dir, duration, metrics_socket)
                 for index in range(processes)
             ]
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        code: int = uvloop.run(_supervise(settings, pids, metrics_dir, duration, early))
+        code: int = uvloop.run(
+            _supervise(settings, pids, metrics_dir, duration, early, metrics_socket)
+        )
         return code
     finally:
+        metrics_socket.close()
         shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
@@ -213,6 +239,7 @@ async def _supervise(
     metrics_dir: str,
     duration: float | None,
     early: list[signal.Signals],
+    metrics_socket: socket.socket,
 ) -> int:
     processes = len(pids)
     children = [_Child(pid) for pid in pids]
@@ -222,10 +249,11 @@ async def _supervise(
         running = sum(child.returncode is None for child in children)
         return running == len(children), f"{running} of {len(children)} fetch processes running"
 
-    runner, port = await start_server(
-        make_app(aggregated_registry(metrics_dir), ready),
-        settings.metrics_host, settings.metrics_port,
-    )
+    registry = aggregated_registry(metrics_dir)
+    runner = web.AppRunner(make_app(registry, ready), access_log=None)
+    await runner.setup()
+    await web.SockSite(runner, metrics_socket).start()
+    port = metrics_socket.getsockname()[1]
     log.info("%d fetch processes (pids %s); metrics at http://%s:%d/metrics", processes,
              ", ".join(str(child.pid) for child in children), settings.metrics_host, port)
 
@@ -244,6 +272,8 @@ async def _supervise(
         forward(sig)()
     if process_shutdown().requested and not early:  # ... or before that, at start-up
         forward(signal.SIGTERM)()
+    stats = (asyncio.create_task(log_stats(registry, settings.log_stats_interval))
+             if settings.log_stats_interval > 0 else None)
     started = time.monotonic()
     failed: int | None = None
     kill_at: float | None = None
@@ -283,6 +313,8 @@ async def _supervise(
         stop_task.cancel()
     finally:
         process_shutdown().detach(loop)  # signals stay counted, never fatal, until the exit
+        if stats is not None:
+            stats.cancel()
         for child in children:  # children still alive only if this task was cancelled
             if child.returncode is None:
                 child.send_signal(signal.SIGKILL)

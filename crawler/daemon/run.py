@@ -27,12 +27,15 @@ from aiohttp import web
 
 from crawler.commands.errors import UserError
 from crawler.daemon import heap
+from crawler.daemon.alerts import Alerts
 from crawler.daemon.config import HEARTBEAT_SECONDS, planner_inputs, worker_config
 from crawler.daemon.follow import PlanFollower
 from crawler.daemon.http import make_app, start_server
+from crawler.daemon.logstats import log_stats
 from crawler.daemon.looplag import watch_loop_lag
 from crawler.daemon.planner import PlannerConfig, supervised_planner
 from crawler.daemon.signals import Shutdown, process_shutdown
+from crawler.daemon.storage import mark_recovered_damage, watch_storage
 from crawler.daemon.supervise import SideTask, Supervisor
 from crawler.daemon.webhook import WebhookDelivery
 from crawler.daemon.worker import Worker
@@ -285,10 +288,11 @@ async def _start(
         directory = warc_dir(settings)
         warc_store = await asyncio.to_thread(
             WarcStore, directory, max_bytes=settings.warc_max_bytes, writer_name=owner,
-            gzip_level=settings.warc_gzip_level,
+            gzip_level=settings.warc_gzip_level, fsync=settings.warc_fsync,
         )
-        for name in warc_store.recovered:
-            log.warning("closed %s, left open by a writer that stopped", name)
+        for recovered in warc_store.recovered:
+            log.warning("closed %s, left open by a writer that stopped", recovered.name)
+        await mark_recovered_damage(pool, directory, warc_store.recovered)
         store = ThreadedStore(warc_store)
         stack.push_async_callback(store.close)
         log.info("storing versions as WARC in %s", directory)
@@ -304,7 +308,8 @@ async def _start(
         await partitions.maintain_once(pool, retention_days=settings.observation_retention_days,
                                        keep_undelivered=bool(settings.webhook_url),
                                        pgbouncer=settings.pgbouncer)
-    daemon = Daemon(settings, url, head, owner, pool, metrics, collection, webhook_session, plans)
+    daemon = Daemon(settings, url, head, owner, pool, metrics, collection, webhook_session, plans,
+                    log_stats=not supervised)  # under --processes, the parent logs the figures
     daemon.session = session
     # The plan in force before the first fetch: a process that starts between two rounds
     # schedules under the newest plan at once, not at the uniform fallback.
@@ -324,7 +329,8 @@ class Daemon:
 
     def __init__(self, settings: Settings, url: str, head: str | None, owner: str,
                  pool: asyncpg.Pool, metrics: Metrics, collection: Collection,
-                 webhook_session: aiohttp.ClientSession | None, plans: bool) -> None:
+                 webhook_session: aiohttp.ClientSession | None, plans: bool, *,
+                 log_stats: bool = False) -> None:
         self.settings = settings
         self.url = url
         self.head = head
@@ -334,6 +340,7 @@ class Daemon:
         self.collection = collection
         self.webhook_session = webhook_session
         self.plans = plans
+        self.log_stats = log_stats
         self.worker_config = worker_config(settings, owner)
         self.follower = PlanFollower(pool, self.worker_config, owner)
         self.session: aiohttp.ClientSession | None = None
@@ -349,6 +356,9 @@ class Daemon:
             ), required=False),
             SideTask("plan follower", self.follower.run, required=True),
         ]
+        if self.log_stats and settings.log_stats_interval > 0:
+            tasks.append(SideTask("stats log", lambda: log_stats(
+                self.metrics.registry, settings.log_stats_interval), required=False))
         if self.plans:
             tasks.append(SideTask("frontier sampler",
                                   lambda: sample_frontier(self.pool, self.metrics, settings),
@@ -370,18 +380,27 @@ class Daemon:
             tasks.append(SideTask(
                 "planner", lambda: supervised_planner(config, self.metrics), required=True,
             ))
+        store = self.collection.store
+        if store is not None:
+            tasks.append(SideTask("storage probe", lambda: watch_storage(
+                store, self.pool, self.owner, self.metrics.collection), required=False))
         if settings.webhook_url and self.webhook_session is not None:
             delivery = WebhookDelivery(
                 self.pool, self.webhook_session, settings.webhook_url, self.metrics.collection,
+                owner=self.owner,
                 timeout_seconds=settings.webhook_timeout,
                 max_backoff_seconds=settings.webhook_max_backoff,
                 database_url=self.url,  # its own connection: none taken from fetching
-                pgbouncer=settings.pgbouncer,
+                secret=settings.webhook_secret,
+                lease_seconds=settings.webhook_lease,
             )
             tasks.append(SideTask("webhook delivery", delivery.run, required=False))
         return tasks
 
     async def ready(self) -> tuple[bool, str]:
+        store = self.collection.store
+        if store is not None and not store.health.writable:
+            return False, store.health.describe() or "collection not writable"
         try:
             revision = await database_revision(self.pool)
         except DB_ERRORS as exc:
@@ -393,12 +412,17 @@ class Daemon:
         down = self.supervisor.required_down()
         if down:
             return False, "side task down: " + ", ".join(down)
+        if store is not None and store.health.damaged_found:
+            return True, (f"ready; {store.health.damaged_found} damaged stored records found "
+                          "and marked (crawler verify)")
         return True, "ready"
 
     async def serve(self, shutdown: Shutdown, duration: float | None) -> int:
         assert self.session is not None
         worker = Worker(self.worker_config, self.pool, self.session, self.metrics,
-                        self.collection)
+                        self.collection,
+                        alerts=Alerts(self.pool, self.settings.alert_after_failures,
+                                      self.metrics.collection))
         self.supervisor.start()
         self.loop_task = loop_task = asyncio.create_task(worker.run())
         started = time.monotonic()

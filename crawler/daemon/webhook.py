@@ -5,10 +5,30 @@ delivers it; anything else (another status, a refused connection, a timeout) is 
 exponential backoff up to ``max_backoff`` seconds. Events of one URL are delivered in outbox
 order: while an event waits to be retried, the URL's later events wait behind it. Delivery is
 at least once: an event is marked delivered after its 2xx, so a crash in between sends it
-again (receivers dedupe on ``id``). The target passes the same SSRF policy as any fetch. The
-task reads the outbox on its own connection, outside the daemon's pool when it is given the
-database URL (as the daemon does): a receiver that is down, however long, takes no connection
-from fetching, so fetches never wait for it.
+again (receivers dedupe on ``id``, also sent as ``webhook-id``). The target passes the same
+SSRF policy as any fetch.
+
+A webhook starts from now: the first time a URL is configured, the newest event's id is
+recorded as its start (``webhooks``), and only later events, and those a replay queues again
+(``crawler changes --replay-to-webhook``), are sent to it.
+
+With ``CRAWLER_WEBHOOK_SECRET`` each delivery is signed as Standard Webhooks sign them
+(crawler.core.signing): ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature``.
+
+One daemon delivers at a time, so that daemons sharing a database do not interleave one URL's
+events: the holder of the delivery lease (``delivery_lease``: owner, expiry by the database's
+clock, fencing epoch). It renews the lease while it delivers; a daemon that stops renewing it
+(crashed, frozen, cut off) loses it when it expires, and another takes it over then. Every
+mark of an event is fenced by the lease token, and the holder sends a request only while its
+lease outlasts the request by the lease's own clock (the monotonic clock keeps counting while a
+process is stopped): a daemon frozen past its lease delays events by at most the lease, and
+after it resumes it marks nothing and sends nothing more before it holds the lease again. An
+event whose request was in flight when the lease moved may arrive twice (at least once).
+
+The task reads the outbox on its own connection, outside the daemon's pool when it is given
+the database URL (as the daemon does): a receiver that is down, however long, takes no
+connection from fetching, so fetches never wait for it. Each statement stands alone (no
+session state), so it runs as well behind PgBouncer's transaction pooling.
 """
 
 from __future__ import annotations
@@ -26,8 +46,9 @@ from typing import Any
 import aiohttp
 import asyncpg
 
+from crawler.core.signing import secret_key, signed_headers
 from crawler.db.connect import connect
-from crawler.db.errors import retried_later
+from crawler.db.errors import DB_ERRORS, retried_later
 from crawler.db.queries import QUERIES
 from crawler.metrics import CollectionMetrics
 from crawler.net.fetch import canonical_url
@@ -38,8 +59,8 @@ log = logging.getLogger(__name__)
 BATCH_EVENTS = 500
 FIRST_BACKOFF_SECONDS = 1.0
 IDLE_POLL_SECONDS = 0.5
-# pg_advisory_lock key of the outbox's one deliverer ("crawler webhook" in ASCII, truncated).
-DELIVERY_LOCK = 0x63727772_77656268
+# Time a delivery lease keeps free after a request's timeout, to mark the event delivered.
+LEASE_MARGIN_SECONDS = 1.0
 
 
 def retry_delay(attempts: int, max_backoff: float, rng_value: float) -> float:
@@ -53,6 +74,10 @@ def event_body(event_id: int, payload: Any) -> bytes:
     return json.dumps({"id": event_id, **data}, sort_keys=True).encode()
 
 
+class LeaseGone(Exception):
+    """The delivery lease expired or moved to another daemon: stop delivering."""
+
+
 class WebhookDelivery:
     def __init__(
         self,
@@ -61,30 +86,106 @@ class WebhookDelivery:
         url: str,
         metrics: CollectionMetrics,
         *,
+        owner: str = "",
         timeout_seconds: float = 10.0,
         max_backoff_seconds: float = 3600.0,
         batch: int = BATCH_EVENTS,
         database_url: str | None = None,
-        pgbouncer: bool = False,
+        secret: str | None = None,
+        lease_seconds: float = 15.0,
     ) -> None:
         self.pool = pool
-        self.pgbouncer = pgbouncer
         self.database_url = database_url
         self.session = session
+        self.configured_url = url  # the start cursor's key, as the user wrote it
         self.url = canonical_url(url)  # raises for a scheme or URL never to be requested
         self.metrics = metrics
+        self.timeout_seconds = timeout_seconds
         self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self.max_backoff = max_backoff_seconds
         self.batch = batch
+        self.key = None if secret is None else secret_key(secret)
+        self.owner = owner or f"webhook-{id(self):x}"
+        self.lease_seconds = lease_seconds
+        self.epoch: int | None = None  # the lease's fencing epoch while this holds it
+        self.expires_monotonic = 0.0
+        self.start_id: int | None = None
         self.receiver_down_until = 0.0
         self._down_streak = 0
 
-    async def post(self, body: bytes) -> str | None:
+    # --- the start cursor and the lease -----------------------------------------------------
+
+    async def start(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> int:
+        """The id this webhook starts after (recorded now when it is new)."""
+        db = self.pool if conn is None else conn
+        start = await db.fetchval(QUERIES["webhook_start"], self.configured_url)
+        if start is None:  # recorded by another daemon in the same instant: read it
+            start = await db.fetchval(QUERIES["webhook_start"], self.configured_url)
+        assert start is not None
+        self.start_id = int(start)
+        return self.start_id
+
+    async def take(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> bool:
+        """Take the delivery lease if no one holds it; whether this daemon holds it now."""
+        db = self.pool if conn is None else conn
+        sent = time.monotonic()
+        row = await db.fetchrow(QUERIES["delivery_take"], self.owner, self.lease_seconds)
+        if row is None:
+            self.epoch = None
+            return False
+        self.epoch = int(row["epoch"])
+        self.expires_monotonic = sent + float(row["lease_seconds"])
+        log.info("webhook %s: delivering (lease epoch %d)", self.url, self.epoch)
+        return True
+
+    async def _renew(self, db: asyncpg.Connection | asyncpg.Pool) -> None:
+        sent = time.monotonic()
+        row = None
+        if self.epoch is not None and sent < self.expires_monotonic:
+            row = await db.fetchrow(QUERIES["delivery_renew"], self.owner, self.epoch,
+                                    self.lease_seconds)
+        if row is None:
+            self._lost("it expired before it was renewed")
+        assert row is not None
+        self.expires_monotonic = sent + float(row["lease_seconds"])
+
+    def _lost(self, why: str) -> None:
+        log.warning("webhook %s: delivery lease (epoch %s) lost: %s; another daemon delivers",
+                    self.url, self.epoch, why)
+        self.epoch = None
+        raise LeaseGone(why)
+
+    def _renew_due(self) -> bool:
+        """Renew once a third of the lease is used: two renewals may fail before it ends."""
+        return self.expires_monotonic - time.monotonic() < self.lease_seconds * 2 / 3
+
+    async def _lease_for_request(self, db: asyncpg.Connection | asyncpg.Pool) -> None:
+        """Hold the lease for longer than one request and its mark, or raise LeaseGone."""
+        if self.expires_monotonic - time.monotonic() < self.timeout_seconds + LEASE_MARGIN_SECONDS \
+                or self._renew_due():
+            await self._renew(db)
+        if self.expires_monotonic - time.monotonic() < self.timeout_seconds + LEASE_MARGIN_SECONDS:
+            self._lost("shorter than a request (raise CRAWLER_WEBHOOK_LEASE above "
+                       "CRAWLER_WEBHOOK_TIMEOUT)")
+
+    async def release(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> None:
+        if self.epoch is None:
+            return
+        epoch, self.epoch = self.epoch, None
+        await (self.pool if conn is None else conn).execute(
+            QUERIES["delivery_release"], self.owner, epoch
+        )
+
+    # --- delivering -------------------------------------------------------------------------
+
+    async def post(self, event_id: int, body: bytes) -> str | None:
         """POST one event; None when a 2xx accepted it, else why not."""
+        headers = {"Content-Type": "application/json",
+                   **signed_headers(self.key, str(event_id), int(time.time()), body)}
         try:
             async with self.session.post(
-                self.url, data=body, headers={"Content-Type": "application/json"},
-                timeout=self.timeout, allow_redirects=False,
+                self.url, data=body, headers=headers, timeout=self.timeout,
+                allow_redirects=False,
             ) as response:
                 await response.read()
                 if 200 <= response.status < 300:
@@ -96,9 +197,12 @@ class WebhookDelivery:
             return f"unreachable: {type(exc).__name__}"
 
     async def deliver_round(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> int:
-        """One pass over the oldest pending events; the number delivered."""
+        """One pass over the oldest pending events; the number delivered. Raises LeaseGone
+        once the lease is no longer this daemon's."""
         db = self.pool if conn is None else conn
-        rows = await db.fetch(QUERIES["pending_events"], self.batch)
+        if self.start_id is None:
+            await self.start(db)
+        rows = await db.fetch(QUERIES["pending_events"], self.batch, self.start_id)
         now = time.time()
         blocked: set[int] = set()
         delivered = 0
@@ -109,9 +213,12 @@ class WebhookDelivery:
             if due is not None and due.timestamp() > now:
                 blocked.add(row["url_id"])
                 continue
-            error = await self.post(event_body(row["id"], row["payload"]))
+            await self._lease_for_request(db)
+            error = await self.post(row["id"], event_body(row["id"], row["payload"]))
             if error is None:
-                await db.execute(QUERIES["mark_event_delivered"], row["id"])
+                if await db.fetchval(QUERIES["mark_event_delivered"], row["id"], self.owner,
+                                     self.epoch) is None:
+                    self._lost("fenced off while marking an event delivered")
                 self.metrics.events_delivered.inc()
                 delivered += 1
                 self._down_streak = 0
@@ -119,10 +226,12 @@ class WebhookDelivery:
             self.metrics.delivery_failures.inc()
             blocked.add(row["url_id"])
             delay = retry_delay(row["attempts"] + 1, self.max_backoff, random.random())
-            await db.execute(
+            if await db.fetchval(
                 QUERIES["mark_event_failed"], row["id"],
                 dt.datetime.fromtimestamp(time.time() + delay, dt.UTC), error,
-            )
+                self.owner, self.epoch,
+            ) is None:
+                self._lost("fenced off while marking an attempt failed")
             if error.startswith(("unreachable", "ssrf")):
                 # The receiver itself is away: back off as a whole, not URL by URL.
                 self._down_streak += 1
@@ -135,7 +244,10 @@ class WebhookDelivery:
         return delivered
 
     async def sample(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> None:
-        row = await (self.pool if conn is None else conn).fetchrow(QUERIES["outbox_summary"])
+        db = self.pool if conn is None else conn
+        if self.start_id is None:
+            await self.start(db)
+        row = await db.fetchrow(QUERIES["outbox_summary"], self.start_id)
         if row is None:
             return
         self.metrics.events_pending.set(row["pending"])
@@ -147,24 +259,34 @@ class WebhookDelivery:
     async def run(self) -> None:
         """Deliver until cancelled; database or receiver trouble only delays delivery.
 
-        Only the holder of the outbox's advisory lock delivers (held by a connection of its
-        own for as long as it lives), so that daemons sharing a database do not interleave
-        one URL's events; the others take over when it goes away. Behind PgBouncer's
-        transaction pooling a session lock would stay on whichever server connection took it:
-        there each round is one transaction holding a transaction-level lock instead, its
-        events marked delivered when the lock goes (see ``_deliver_in_transactions``).
-        """
+        A daemon that does not hold the lease tries to take it every ``take_poll`` seconds,
+        so it takes over at most that long after the holder's lease expired."""
         while True:
             with retried_later("webhook delivery", log):
                 async with self._connection() as conn:
-                    if self.pgbouncer:
-                        await self._deliver_in_transactions(conn)
-                    elif await conn.fetchval("SELECT pg_try_advisory_lock($1)", DELIVERY_LOCK):
-                        try:
-                            await self._deliver_while_holding(conn)
-                        finally:
-                            await conn.execute("SELECT pg_advisory_unlock($1)", DELIVERY_LOCK)
+                    await self.start(conn)
+                    while not conn.is_closed():
+                        if await self.take(conn):
+                            try:
+                                await self._deliver_while_holding(conn)
+                            except LeaseGone:
+                                pass
+                            finally:
+                                await self._release_quietly(conn)
+                        else:
+                            await self.sample(conn)
+                            await asyncio.sleep(self.take_poll)
             await asyncio.sleep(IDLE_POLL_SECONDS * 4)
+
+    @property
+    def take_poll(self) -> float:
+        return min(1.0, self.lease_seconds / 4)
+
+    async def _release_quietly(self, conn: asyncpg.Connection) -> None:
+        """Give the lease back (another daemon delivers at once); when that fails, the lease
+        simply expires."""
+        with contextlib.suppress(*DB_ERRORS, OSError, asyncpg.InterfaceError):
+            await asyncio.wait_for(self.release(conn), 2.0)
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
@@ -180,30 +302,17 @@ class WebhookDelivery:
         finally:
             await conn.close()
 
-    async def _deliver_in_transactions(self, conn: asyncpg.Connection) -> None:
-        """Rounds, each in a transaction holding the delivery lock, until another daemon
-        holds it (the caller then waits): rounds of different daemons never interleave, and
-        a round's marks commit as its lock is released, so the next round sees them."""
+    async def _deliver_while_holding(self, conn: asyncpg.Connection) -> None:
         while not conn.is_closed():
             delivered = 0
-            if time.time() >= self.receiver_down_until:
-                async with conn.transaction():
-                    if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)",
-                                               DELIVERY_LOCK):
-                        return
-                    delivered = await self.deliver_round(conn)
-            await self.sample(conn)
-            if delivered == 0:
-                wait = max(IDLE_POLL_SECONDS, self.receiver_down_until - time.time())
-                await asyncio.sleep(min(wait, IDLE_POLL_SECONDS * 4))
-
-    async def _deliver_while_holding(self, conn: asyncpg.Connection) -> None:
-        while not conn.is_closed():  # a lost connection has lost the lock too
-            delivered = 0
+            if self._renew_due():
+                await self._renew(conn)
             with retried_later("webhook delivery", log):
                 if time.time() >= self.receiver_down_until:
                     delivered = await self.deliver_round(conn)
                 await self.sample(conn)
             if delivered == 0:
                 wait = max(IDLE_POLL_SECONDS, self.receiver_down_until - time.time())
-                await asyncio.sleep(min(wait, IDLE_POLL_SECONDS * 4))
+                until_renewal = self.expires_monotonic - time.monotonic() \
+                    - self.lease_seconds * 2 / 3
+                await asyncio.sleep(max(0.05, min(wait, IDLE_POLL_SECONDS * 4, until_renewal)))

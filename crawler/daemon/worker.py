@@ -20,12 +20,15 @@ from dataclasses import dataclass
 import aiohttp
 import asyncpg
 
+from crawler.core.alerts import failure_kind
 from crawler.core.backoff import CircuitBreaker, HostHealth
 from crawler.core.model import FetchResult, Outcome, UrlRecord
+from crawler.core.observe import needs_baseline
 from crawler.core.patterns import UrlFilter
 from crawler.core.robots import (
     DISALLOW_ALL,
     UNREACHABLE,
+    RobotsFetch,
     RobotsPolicy,
     decide_robots,
     needs_fetch,
@@ -39,6 +42,7 @@ from crawler.core.transition import (
     forbidden,
     transition,
 )
+from crawler.daemon.alerts import Alerts
 from crawler.daemon.recorder import Recorder
 from crawler.db import frontier
 from crawler.db.errors import (
@@ -50,15 +54,20 @@ from crawler.db.errors import (
 )
 from crawler.db.frontier import HostClaim, Lease, LeaseLost
 from crawler.db.record import ExtraWrite
-from crawler.logs import FETCH_LOG
+from crawler.logs import log_fetch
 from crawler.metrics import Events
 from crawler.net.fetch import FetchLimits, fetch, fetch_robots
 from crawler.net.session import close_host_session, open_host_session
 from crawler.settings import LEASE_MARGIN_SECONDS
 from crawler.store.collect import Collection
+from crawler.store.health import (
+    STORAGE_ERROR_PREFIX,
+    StorageError,
+    StorageHealth,
+    fault_kind,
+)
 
 log = logging.getLogger(__name__)
-crawled = logging.getLogger("crawler.crawled")  # one line per fetch, Scrapy-like
 
 DB_RETRY_MAX_SECONDS = 30.0
 # How a page is requested (crawler.net.fetch.fetch in the daemon).
@@ -120,8 +129,10 @@ class Worker:
         collection: Collection | None = None,
         *,
         fetcher: Fetcher = fetch,
+        alerts: Alerts | None = None,
     ) -> None:
         self.config = config
+        self.alerts = alerts  # failing / recovered / region_missing events; None: none
         self.collection = collection
         self.pool = pool
         self.session = session
@@ -141,6 +152,12 @@ class Worker:
         """Claim and dispatch until stopped. In-flight hosts are the caller's to drain."""
         cfg = self.config
         while not self.stopping.is_set():
+            health = self.storage_health
+            if health is not None and not health.writable:
+                # What cannot be stored is not fetched: no host is claimed until a probe
+                # writes again (crawler.store.threaded), which wakes this at once.
+                await self._wait_writable(health)
+                continue
             free = cfg.concurrency - len(self.host_tasks)
             claims: list[HostClaim] = []
             if free > 0:
@@ -164,6 +181,25 @@ class Worker:
             if claims and len(claims) == min(free, cfg.claim_batch_hosts):
                 continue  # there may be more ready hosts: claim again at once
             await self._sleep_until_work()
+
+    @property
+    def storage_health(self) -> StorageHealth | None:
+        """The collection's store's health; None when no versions are stored."""
+        store = self.collection.store if self.collection is not None else None
+        return store.health if store is not None else None
+
+    def _storage_faulted(self) -> bool:
+        health = self.storage_health
+        return health is not None and not health.writable
+
+    async def _wait_writable(self, health: StorageHealth) -> None:
+        stop = asyncio.create_task(self.stopping.wait())
+        writable = asyncio.create_task(health.wait_writable(self.config.poll_interval))
+        try:
+            await asyncio.wait([stop, writable], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            writable.cancel()
 
     def _host_done(self, task: asyncio.Task[None]) -> None:
         self.host_tasks.discard(task)
@@ -235,6 +271,8 @@ class Worker:
                     await asyncio.wait_for(self.stopping.wait(), wait)
             if self.stopping.is_set() or not self._lease_allows_request(host):
                 break
+            if self._storage_faulted():
+                break  # its answer could not be stored: the host waits for the store
             result = await self.fetcher(session, record, cfg.limits)
             if result.error_kind == "ssrf" and not result.redirects and not refusal_noted:
                 # The host's own address refused while its robots.txt is still fresh (fetched
@@ -274,6 +312,7 @@ class Worker:
         if state is None or needs_fetch(state, time.time()):
             fetched = await fetch_robots(session, host.origin, cfg.limits)
             await self._note_refusal(host, fetched.error_kind)
+            await self._count_robots(host, fetched)
             if fetched.outcome == UNREACHABLE and fetched.error_kind not in (None, "ssrf"):
                 await self._note_host_error(host, fetched.error_kind, "robots.txt")
             new_state = decide_robots(
@@ -302,6 +341,21 @@ class Worker:
             return None
         return HostGate(policy, delay, next_request_at, new_state.expires_at)
 
+    async def _count_robots(self, host: HostClaim, fetched: RobotsFetch) -> None:
+        """A robots.txt request in the metrics and the alerts, as a page's fetch is: it is a
+        request to the host, and a failure of it keeps the whole host from being crawled."""
+        failure = None
+        # An address the SSRF policy refused is no failure of the host's (counted, and
+        # shown, as a refusal by _note_refusal).
+        if fetched.outcome == UNREACHABLE and fetched.error_kind != "ssrf":
+            failure = failure_kind(fetched.outcome, fetched.error_kind, fetched.status)
+            self.events.robots_failed(failure)
+        if self.alerts is not None:
+            alerts = self.alerts
+            await self._with_db_retry(lambda: alerts.after_robots(
+                host, failure, fetched.fetched_at, fetched.status
+            ), lease=host.lease)
+
     async def _note_refusal(self, host: HostClaim, error_kind: str | None) -> None:
         """Say once per host, in the log and in ``status``, that the SSRF policy refused it."""
         reason = None
@@ -327,45 +381,107 @@ class Worker:
     ) -> Transition:
         """Every path (fetched, forbidden by robots.txt, redirected): one pure transition,
         one transaction that writes it (giving the host back with it when ``release``: the
-        lease's last URL), then the metrics."""
-        parse_started = time.perf_counter()
-        done = transition(
-            record, result, host, self.config.transition_config(),
-            now=time.time(), rng_value=random.random(),
-            robots_expires_at=gate.robots_expires_at,
-        )
-        if result.body:  # decode, parse, features, simhash and the schedule of one page
-            self.events.stage_completed("parse", time.perf_counter() - parse_started)
-        # A stored version's record is in its file before the transaction that indexes it.
+        lease's last URL), then the metrics.
+
+        Whatever fails before the write (the collection's record, its sync, a bug in between)
+        costs the fetch its content, never the fetch: an error outcome is recorded instead
+        (``_not_stored``), which moves the URL's schedule and the host's politeness clock."""
+        fetched = record
         writes: tuple[ExtraWrite, ...] = ()
-        stored = None
-        if self.collection is not None:
-            stored = await self.collection.prepare(done, result)
-            if stored is not None:
-                writes = (stored,)
-                done = stored.adjusted(done)  # a 304 with no original: next fetch in full
+        not_stored = False
+        try:
+            if (self.collection is not None and result.outcome == Outcome.OK
+                    and needs_baseline(record)):
+                # The rule changed since the stored fingerprint (a new region, a window joined,
+                # exact watching): compare with the previous version under the new rule.
+                record = await self.collection.rebased(record)
+            parse_started = time.perf_counter()
+            done = transition(
+                record, result, host, self.config.transition_config(),
+                now=time.time(), rng_value=random.random(),
+                robots_expires_at=gate.robots_expires_at,
+            )
+            if result.body:  # decode, parse, features, simhash and the schedule of one page
+                self.events.stage_completed("parse", time.perf_counter() - parse_started)
+            # A stored version's record is on disk before the transaction that indexes it.
+            if self.collection is not None:
+                stored = await self.collection.prepare(done, result)
+                if stored is not None:
+                    writes = (stored,)
+                    done = stored.adjusted(done)  # a 304 with no original: next fetch in full
+                await self._sync_records()
+        except Exception as exc:
+            done, writes = self._not_stored(fetched, result, host, gate, exc), ()
+            not_stored = True
+        alert = None if self.alerts is None else self.alerts.fetch_write(leased, done)
+        if alert is not None:  # counted in the fetch's transaction, under its fence
+            writes = (*writes, alert)
         # Fenced like every write under the lease: the stored record's index row and change
         # event commit with the fetch only while this daemon holds the host. The recorder
         # writes it in one transaction with other hosts' fetches (crawler.daemon.recorder);
         # a failed batch is retried here, fetch by fetch, like a failed single write.
-        await self._with_db_retry(
-            lambda: self.recorder.record(done, leased.lease, writes, release=release),
-            timed=True, lease=leased.lease,
-        )
+        try:
+            await self._with_db_retry(
+                lambda: self.recorder.record(done, leased.lease, writes, release=release),
+                timed=True, lease=leased.lease,
+            )
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            if not_stored:
+                raise  # the error outcome itself cannot be written: the lease expires
+            # Written without the collection's rows, as an error: its URL and host move on.
+            failed = self._not_stored(fetched, result, host, gate, exc)
+            await self._with_db_retry(
+                lambda: self.recorder.record(failed, leased.lease, (), release=release),
+                timed=True, lease=leased.lease,
+            )
+            done = failed
         self.fetches_recorded += 1
         obs = done.observation
-        crawled.log(
-            FETCH_LOG["level"], "Crawled (%s) <GET %s> %d bytes %.3f s %s",
-            obs.status if obs.status is not None else obs.outcome.value, record.url,
-            obs.size_bytes, obs.duration_seconds,
-            {True: "changed", False: "unchanged", None: "first"}[obs.changed],
-        )
+        log_fetch(record.url, obs,
+                  had_version=record.last_simhash is not None
+                  or record.last_content_hash is not None)
         if obs.outcome == Outcome.DISALLOWED:
             self.events.robots_denied()
         elif obs.outcome == Outcome.HTTP_ERROR:
             log.info("fetch %s: %s", record.url, obs.error_kind)
         self.events.fetch_completed(obs)
         return done
+
+    async def _sync_records(self) -> None:
+        """The fetch's records on disk before its index rows commit: one fsync shared by the
+        fetches that wait at the same time (``ThreadedStore.sync``)."""
+        store = self.collection.store if self.collection is not None else None
+        if store is None:
+            return
+        started = time.perf_counter()
+        await store.sync()
+        self.events.stage_completed("sync", time.perf_counter() - started)
+
+    def _not_stored(
+        self, record: UrlRecord, result: FetchResult, host: HostContext, gate: HostGate,
+        exc: Exception,
+    ) -> Transition:
+        """The transition of a fetch whose record could not be stored or written: an error
+        outcome (``blocked``: neutral for the host's health, a retry for the URL), with the
+        host's politeness clock moved as after any request."""
+        kind = fault_kind(exc) if isinstance(exc, OSError | StorageError) else "error"
+        error_kind = STORAGE_ERROR_PREFIX + kind
+        if kind == "error":
+            log.error("recording %s failed; recorded as %s", record.url, error_kind,
+                      exc_info=exc)
+        else:
+            log.warning("storing %s failed (%s); recorded as %s", record.url, exc, error_kind)
+        failed = FetchResult(
+            fetched_at=result.fetched_at, duration_seconds=result.duration_seconds,
+            outcome=Outcome.BLOCKED, error_kind=error_kind,
+        )
+        return transition(
+            record, failed, host, self.config.transition_config(),
+            now=time.time(), rng_value=random.random(),
+            robots_expires_at=gate.robots_expires_at,
+        )
 
     async def _note_host_error(self, host: HostClaim, kind: str, what: str) -> None:
         """A connection-level failure (TLS, DNS, timeout) named in the log and kept on the

@@ -17,7 +17,6 @@ from typing import Any, cast
 import asyncpg
 
 from crawler.db.queries import QUERIES
-from crawler.db.schema import URL_STATES
 
 EXACT_BELOW_ROWS = 100_000
 # Paused hosts' due URLs are counted exactly up to this many (an index-only range scan per
@@ -144,6 +143,10 @@ async def frontier_figures(
             health["in_backoff"], health["circuit_open"], estimated=False,
             due_paused=paused_due,
         )
+    # Here, not at the top: the schema module loads SQLAlchemy, which `crawler status` (this
+    # module's other user) does not need.
+    from crawler.db.schema import URL_STATES
+
     states = {
         state: await estimated_rows(conn, QUERIES["estimate_urls_in_state"], state)
         for state in URL_STATES

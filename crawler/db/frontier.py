@@ -572,6 +572,8 @@ def record_from_row(row: asyncpg.Record) -> UrlRecord:
         ),
         row.get("fingerprint_region") or "",
         bool(row.get("out_links_read")),
+        bool(row.get("watch_exact") or row.get("site_watch_exact")),
+        row.get("last_text_hash"),
     )
 
 
@@ -642,6 +644,7 @@ RECORD_COLUMNS = (
     "change_brackets_days", "update_period_days", "update_phase_days", "update_jitter_days",
     "lm_fetches", "lm_changes", "lm_observed_days", "lm_evidence_days",
     "next_request_at_us", "host_failures", "backoff_until_us", "release", "out_links_read",
+    "last_text_hash",
 )
 # crawler_micros_time's ±infinity (migration 0020_fetch_record_micros).
 _MICROS_INFINITY = 2**63 - 1
@@ -695,7 +698,7 @@ def record_row(t: Transition, lease: Lease, *, release: bool = False) -> RecordR
         periodic.jitter_days if periodic else None, lm.fetches, lm.changes, lm.observed_days,
         _floats(after.last_modified_evidence_days),
         to_micros(host.next_request_at), host.consecutive_failures,
-        to_micros(host.backoff_until), release, after.out_links_read,
+        to_micros(host.backoff_until), release, after.out_links_read, after.last_text_hash,
     )
 
 

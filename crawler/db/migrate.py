@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import threading
 from pathlib import Path
-
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy.ext.asyncio import create_async_engine
+from typing import TYPE_CHECKING
 
 from crawler.db.connect import sqlalchemy_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Alembic and SQLAlchemy are imported where a migration runs: every command checks the
+# schema's revision (head_revision) before it starts, and their import took longer than the
+# rest of `crawler status`.
 
 
 def migrations_dir() -> Path:
@@ -27,6 +30,8 @@ MIGRATIONS_DIR = migrations_dir()
 
 
 def alembic_config(url: str) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
@@ -38,6 +43,8 @@ _alembic_lock = threading.Lock()  # Alembic's context proxy is process-global
 
 def upgrade_blocking(url: str, revision: str = "head") -> None:
     """Upgrade to ``revision``. Safe to run twice, or from two processes at once."""
+    from alembic import command
+
     with _alembic_lock:
         command.upgrade(alembic_config(url), revision)
 
@@ -47,11 +54,54 @@ async def upgrade(url: str, revision: str = "head") -> None:
     await asyncio.to_thread(upgrade_blocking, url, revision)
 
 
+def _revision_links(path: Path) -> tuple[str, tuple[str, ...]] | None:
+    """A script's ``revision`` and the revisions it follows (``down_revision``), read from
+    its assignments without running it; None when they are not plain literals."""
+    found: dict[str, object] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in ("revision", "down_revision"):
+            try:
+                found[target.id] = ast.literal_eval(value)
+            except ValueError:
+                return None
+    revision, down = found.get("revision"), found.get("down_revision")
+    downs = [down] if isinstance(down, str) else [] if down is None else down
+    if not isinstance(revision, str) or not isinstance(downs, tuple | list):
+        return None
+    if not all(isinstance(d, str) for d in downs):
+        return None
+    return revision, tuple(str(d) for d in downs)
+
+
 def head_revision() -> str | None:
+    """The newest revision of ``migrations/``: the one revision no other one follows. Read
+    from the scripts' text; Alembic decides when that is not one plain answer (branches)."""
+    links = [_revision_links(path) for path in (MIGRATIONS_DIR / "versions").glob("*.py")]
+    known = [link for link in links if link is not None]
+    if known and len(known) == len(links):
+        followed = {down for _, downs in known for down in downs}
+        heads = [revision for revision, _ in known if revision not in followed]
+        if len(heads) == 1:
+            return heads[0]
+    return alembic_head_revision()
+
+
+def alembic_head_revision() -> str | None:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config("postgresql://x@/x")).get_current_head()
 
 
 async def current_revision(url: str) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     engine = create_async_engine(sqlalchemy_url(url))
     try:
         async with engine.connect() as conn:

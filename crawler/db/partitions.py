@@ -164,9 +164,14 @@ async def drop_partition(conn: asyncpg.Connection, name: str) -> None:
 
 
 async def holds_undelivered(conn: asyncpg.Connection, name: str) -> bool:
-    """Whether an outbox partition holds an event not yet delivered (its pending index)."""
+    """Whether an outbox partition holds an event still to deliver (its pending index): one
+    after the newest webhook's start, or queued again by a replay. An event from before any
+    webhook was configured is never to be delivered, and keeps no month."""
     return bool(
-        await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {name} WHERE delivered_at IS NULL)")
+        await conn.fetchval(
+            f"SELECT EXISTS (SELECT 1 FROM {name} WHERE delivered_at IS NULL AND (replay OR "
+            "id > (SELECT coalesce(max(start_id), 0) FROM webhooks)))"
+        )
     )
 
 

@@ -175,8 +175,9 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.change_brackets_days, lu.update_period_days, lu.update_phase_days,
        lu.update_jitter_days, lu.site_id, lu.depth, lu.lm_fetches, lu.lm_changes,
        lu.lm_observed_days, lu.lm_evidence_days, lu.watch_css, lu.ignore_css,
-       lu.fingerprint_region, lu.out_links_read,
-       s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
+       lu.fingerprint_region, lu.out_links_read, lu.watch_exact, lu.last_text_hash,
+       s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css,
+       s.watch_exact AS site_watch_exact
 FROM leased_hosts AS lh
 LEFT JOIN LATERAL (
     SELECT *
@@ -258,7 +259,8 @@ url AS (
         lm_changes = n.lm_changes,
         lm_observed_days = n.lm_observed_days,
         lm_evidence_days = coalesce(n.lm_evidence_days, '{}'),  -- NULL: empty (0020)
-        out_links_read = n.out_links_read
+        out_links_read = n.out_links_read,
+        last_text_hash = n.last_text_hash
     FROM held AS n
     WHERE u.id = n.url_id AND u.host_id = n.host_id
     RETURNING u.id
@@ -907,7 +909,7 @@ DELETE FROM hosts WHERE id = $1;
 -- target_uri is NULL for a row stored before 0017 (the revisit then names its own URI).
 SELECT fetched_at, warc_file, warc_offset, record_id, payload_digest, target_uri
 FROM stored_records
-WHERE url_id = $1 AND host_id = $2 AND record_type = 'response'
+WHERE url_id = $1 AND host_id = $2 AND record_type = 'response' AND damaged IS NULL
 ORDER BY fetched_at DESC
 LIMIT 1;
 
@@ -932,36 +934,58 @@ collection_event AS (
     SELECT url_id, fetched_at, kind, payload, host_id
     FROM jsonb_populate_recordset(NULL::change_events, $2::jsonb)
     WHERE EXISTS (SELECT 1 FROM lease)
-    ON CONFLICT (url_id, fetched_at, host_id) DO NOTHING
+    ON CONFLICT (url_id, fetched_at, host_id, kind) DO NOTHING
 )
 
 -- name: pending_events
--- The oldest undelivered events, for the webhook (delivered in id order per URL).
-SELECT e.id, e.url_id, e.payload, e.attempts, e.next_attempt_at, e.created_at
-FROM change_events e
-WHERE e.delivered_at IS NULL
-ORDER BY e.id
+-- The oldest $1 undelivered events for the webhook (delivered in id order per URL): those
+-- after its start ($2, webhooks.start_id), and those a replay queued again, whatever their
+-- age. Two index ranges (change_events_pending_idx, change_events_replay_idx), merged by id.
+SELECT * FROM (
+    (SELECT e.id, e.url_id, e.payload, e.attempts, e.next_attempt_at, e.created_at
+     FROM change_events e
+     WHERE e.delivered_at IS NULL AND e.id > $2
+     ORDER BY e.id LIMIT $1)
+    UNION ALL
+    (SELECT e.id, e.url_id, e.payload, e.attempts, e.next_attempt_at, e.created_at
+     FROM change_events e
+     WHERE e.delivered_at IS NULL AND e.replay AND e.id <= $2
+     ORDER BY e.id LIMIT $1)
+) AS pending
+ORDER BY id
 LIMIT $1;
 
 -- name: mark_event_delivered
-UPDATE change_events SET delivered_at = now(), attempts = attempts + 1, last_error = NULL
-WHERE id = $1;
+-- Fenced by the delivery lease ($2 owner, $3 epoch): a deliverer whose lease another daemon
+-- took over marks nothing (the new holder sends the event, at least once). The id of the
+-- event marked, none when the lease is gone.
+UPDATE change_events
+SET delivered_at = now(), attempts = attempts + 1, last_error = NULL, replay = false
+WHERE id = $1 AND EXISTS (
+    SELECT 1 FROM delivery_lease
+    WHERE name = 'outbox' AND owner = $2 AND epoch = $3 AND expires_at > now())
+RETURNING id;
 
 -- name: mark_event_failed
+-- Fenced by the delivery lease ($4 owner, $5 epoch), as mark_event_delivered.
 UPDATE change_events
 SET attempts = attempts + 1, next_attempt_at = $2, last_error = $3
-WHERE id = $1;
+WHERE id = $1 AND EXISTS (
+    SELECT 1 FROM delivery_lease
+    WHERE name = 'outbox' AND owner = $4 AND epoch = $5 AND expires_at > now())
+RETURNING id;
 
 -- name: outbox_summary
--- Webhook gauges: undelivered events and the age of the oldest.
+-- Webhook gauges: the events still to deliver to the webhook starting after $1 (as
+-- pending_events counts them) and the age of the oldest.
 SELECT count(*) AS pending, min(created_at) AS oldest_created_at
 FROM change_events
-WHERE delivered_at IS NULL;
+WHERE delivered_at IS NULL AND (id > $1 OR replay);
 
 -- name: url_versions
 -- Every stored version of one URL, oldest first (crawler versions / get / diff).
 SELECT s.id, s.fetched_at, s.record_type, s.status, s.warc_file, s.warc_offset, s.warc_length,
-       s.record_id, s.payload_digest, s.payload_bytes, s.changed, s.refers_to
+       s.record_id, s.payload_digest, s.payload_bytes, s.changed, s.refers_to, s.damaged
 FROM stored_records s JOIN urls u ON u.id = s.url_id AND u.host_id = s.host_id
 WHERE u.url = $1 AND u.host_id = crawler_url_host_id($1)
 ORDER BY s.fetched_at;
@@ -969,10 +993,16 @@ ORDER BY s.fetched_at;
 -- name: changes_page
 -- One page of the outbox after the keyset cursor (fetched_at, id), for crawler changes.
 -- fetched_at >= $1 adds nothing to the row comparison but lets the months before the cursor
--- be pruned (a row comparison alone prunes no partition).
-SELECT id, fetched_at, payload, delivered_at
+-- be pruned (a row comparison alone prunes no partition). Filters, each NULL for none: $4 one
+-- URL (its id, on its host), $5 one host (its key), $6 kinds.
+SELECT id, fetched_at, payload, delivered_at, kind
 FROM change_events
 WHERE (fetched_at, id) > ($1, $2) AND fetched_at >= $1
+  AND ($4::text IS NULL OR (host_id = crawler_url_host_id($4::text) AND url_id = (
+      SELECT u.id FROM urls AS u
+      WHERE u.url = $4::text AND u.host_id = crawler_url_host_id($4::text))))
+  AND ($5::text IS NULL OR host_id = crawler_host_id($5::text))
+  AND ($6::text[] IS NULL OR kind = ANY($6::text[]))
 ORDER BY fetched_at, id
 LIMIT $3;
 
@@ -1134,3 +1164,239 @@ SELECT count(*) FROM urls WHERE host_id = $1 AND next_fetch_at = 'infinity';
 UPDATE urls SET next_fetch_at = $3
 WHERE id = ANY($1::bigint[]) AND host_id = $2 AND state = 'gone' AND next_fetch_at > $3
 RETURNING id;
+
+-- name: status_host_list_totals
+-- How many hosts each of `crawler status`'s host lists holds, so that a page of a list says
+-- what it leaves out (the hosts table, one row per origin: one scan).
+SELECT count(*) FILTER (WHERE backoff_until > now()) AS hosts_in_backoff,
+       count(*) FILTER (WHERE paused) AS hosts_paused,
+       count(*) FILTER (WHERE refused_reason IS NOT NULL) AS hosts_refused
+FROM hosts;
+
+-- name: set_storage_fault
+-- A daemon says why it cannot write its collection now ($2; NULL: it can again), for
+-- crawler status. Its row exists once it has sent a heartbeat; a fault before that is said
+-- again by the next change or by the periodic refresh.
+UPDATE daemons SET storage_fault = $2 WHERE owner = $1;
+
+-- name: storage_faults
+-- crawler status: live daemons (heartbeat newer than $1 s) that cannot write their collection.
+SELECT owner, storage_fault FROM daemons
+WHERE storage_fault IS NOT NULL AND heartbeat_at > now() - make_interval(secs => $1)
+ORDER BY owner;
+
+-- name: damaged_records_count
+-- crawler status: index rows marked damaged (crawler verify --repair, crash recovery).
+SELECT count(*) FROM stored_records WHERE damaged IS NOT NULL;
+
+-- name: verify_records
+-- crawler verify: the index rows after (warc_file, warc_offset, id) = ($1, $2, $3), in file
+-- order (each file read front to back), $4 at a time; $5: only the rows of that file (NULL:
+-- all).
+SELECT s.id, s.url_id, s.host_id, s.fetched_at, s.record_type, s.warc_file, s.warc_offset,
+       s.warc_length, s.record_id, s.payload_digest, s.damaged, u.url
+FROM stored_records s JOIN urls u ON u.id = s.url_id AND u.host_id = s.host_id
+WHERE (s.warc_file, s.warc_offset, s.id) > ($1, $2, $3)
+  AND ($5::text IS NULL OR s.warc_file = $5)
+ORDER BY s.warc_file, s.warc_offset, s.id
+LIMIT $4;
+
+-- name: mark_damaged
+-- crawler verify --repair: rows ($1 ids, $2 their fetched_at, $3 their host_id) whose records
+-- cannot be read back, with why ($4, one per row; NULL: sound again). A URL with a damaged
+-- row forgets its validators and content hash, so that its next fetch is unconditional and
+-- stores a full response (no 304, no revisit of the damaged record).
+WITH marked AS (
+    UPDATE stored_records AS s SET damaged = t.damaged
+    FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::text[])
+        AS t(id, fetched_at, host_id, damaged)
+    WHERE s.id = t.id AND s.fetched_at = t.fetched_at AND s.host_id = t.host_id
+      AND s.damaged IS DISTINCT FROM t.damaged
+    RETURNING s.url_id, s.host_id, s.damaged
+),
+refetched AS (
+    UPDATE urls AS u SET etag = NULL, last_modified = NULL, last_content_hash = NULL
+    FROM (SELECT DISTINCT url_id, host_id FROM marked WHERE damaged IS NOT NULL) AS m
+    WHERE u.id = m.url_id AND u.host_id = m.host_id
+    RETURNING u.id
+)
+SELECT (SELECT count(*) FROM marked WHERE damaged IS NOT NULL) AS marked,
+       (SELECT count(*) FROM marked WHERE damaged IS NULL) AS cleared,
+       (SELECT count(*) FROM refetched) AS urls;
+
+-- name: webhook_start
+-- The outbox id webhook $1 starts after: recorded the first time the URL is configured, as the
+-- newest event's id then, so that a new webhook gets the events from now on, none of the
+-- history. No row when another daemon recorded it in the same instant (the caller reads again).
+WITH added AS (
+    INSERT INTO webhooks (url, start_id)
+    VALUES ($1, (SELECT coalesce(max(id), 0) FROM change_events))
+    ON CONFLICT (url) DO NOTHING
+    RETURNING start_id
+)
+SELECT start_id FROM added
+UNION ALL
+SELECT start_id FROM webhooks WHERE url = $1
+LIMIT 1;
+
+-- name: delivery_take
+-- Take the outbox's delivery lease for owner $1, $2 seconds, when no one holds it or its
+-- holder's lease expired (by the database's clock). Each take increments the fencing epoch:
+-- the token is (owner, epoch), and every mark of an event checks it. No row: it is held.
+INSERT INTO delivery_lease AS l (name, owner, expires_at, epoch)
+VALUES ('outbox', $1, now() + make_interval(secs => $2), 1)
+ON CONFLICT (name) DO UPDATE
+    SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at, epoch = l.epoch + 1
+    WHERE l.expires_at IS NULL OR l.expires_at <= now()
+RETURNING epoch, date_part('epoch', expires_at - now()) AS lease_seconds;
+
+-- name: delivery_renew
+-- Extend the delivery lease ($1 owner, $2 epoch) to $3 seconds from now while it still holds;
+-- no row once it expired or moved on (the holder then stops delivering).
+UPDATE delivery_lease SET expires_at = now() + make_interval(secs => $3)
+WHERE name = 'outbox' AND owner = $1 AND epoch = $2 AND expires_at > now()
+RETURNING date_part('epoch', expires_at - now()) AS lease_seconds;
+
+-- name: delivery_release
+-- Give the delivery lease back ($1 owner, $2 epoch) at shutdown: another daemon delivers at
+-- once instead of after the lease.
+UPDATE delivery_lease SET owner = NULL, expires_at = NULL
+WHERE name = 'outbox' AND owner = $1 AND epoch = $2;
+
+-- name: delivery_holder
+-- Who delivers the outbox now (crawler status, tests).
+SELECT owner, epoch, expires_at, expires_at > now() AS live
+FROM delivery_lease WHERE name = 'outbox';
+
+-- name: replay_events
+-- crawler changes --replay-to-webhook: queue the events fetched at or after $1 again (filters
+-- as changes_page: $2 one URL, $3 one host, $4 kinds, each NULL for none), delivered or not
+-- and however old; the count.
+WITH queued AS (
+    UPDATE change_events
+    SET delivered_at = NULL, replay = true, attempts = 0, next_attempt_at = NULL,
+        last_error = NULL
+    WHERE fetched_at >= $1
+      AND ($2::text IS NULL OR (host_id = crawler_url_host_id($2::text) AND url_id = (
+          SELECT u.id FROM urls AS u
+          WHERE u.url = $2::text AND u.host_id = crawler_url_host_id($2::text))))
+      AND ($3::text IS NULL OR host_id = crawler_host_id($3::text))
+      AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
+    RETURNING 1
+)
+SELECT count(*) FROM queued;
+
+-- name: alert_fence
+-- Lock host $1 for an alert's writes while its lease ($2 owner, $3 epoch) holds: a daemon
+-- that lost the host counts nothing more against it. No row: the lease is gone.
+SELECT id FROM hosts
+WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 AND lease_expires_at > now()
+FOR UPDATE;
+
+-- name: alert_failed
+-- One more consecutive failure of host $1 (url_id 0) and of each URL of $2 (ids) / $5
+-- (their URLs), at $3, of kind $4. The rows as they are now; none for a failure already
+-- counted (a transaction retried after a lost acknowledgement counts it once).
+INSERT INTO alerts AS a (host_id, url_id, failures, first_failed_at, last_failed_at,
+                         error_kind, url)
+SELECT $1, s.url_id, 1, $3, $3, $4, s.url
+FROM unnest($2::bigint[], $5::text[]) AS s(url_id, url)
+ON CONFLICT (host_id, url_id) DO UPDATE
+    SET failures = a.failures + 1, last_failed_at = EXCLUDED.last_failed_at,
+        error_kind = EXCLUDED.error_kind, url = EXCLUDED.url
+    WHERE a.host_id = $1 AND EXCLUDED.last_failed_at > a.last_failed_at
+RETURNING url_id, failures, first_failed_at, raised, url, error_kind;
+
+-- name: alert_raised
+-- The `failing` events of host $1's rows $2 (url ids, 0 for the host) were raised.
+UPDATE alerts SET raised = true WHERE host_id = $1 AND url_id = ANY($2::bigint[]);
+
+-- name: alert_cleared
+-- Host $1 and the URLs $2 (ids, 0 for the host) work again: their rows go, returned to say
+-- which had raised `failing` (they now raise `recovered`).
+DELETE FROM alerts WHERE host_id = $1 AND url_id = ANY($2::bigint[])
+RETURNING url_id, failures, first_failed_at, raised, url, error_kind;
+
+-- name: alert_event
+-- An alert into the outbox ($1 url_id, $2 fetched_at, $3 kind, $4 payload, $5 host_id), in the
+-- alert's transaction; once per URL, time and kind.
+INSERT INTO change_events (url_id, fetched_at, kind, payload, host_id)
+VALUES ($1, $2, $3, $4::jsonb, $5)
+ON CONFLICT (url_id, fetched_at, host_id, kind) DO NOTHING;
+
+-- name: failing_now
+-- crawler status: the $1 URLs and hosts failing longest (each until it works again), and
+-- how many there are in all.
+SELECT h.origin, a.url_id, a.url, a.failures, a.first_failed_at, a.last_failed_at,
+       a.error_kind, a.raised, count(*) OVER () AS total
+FROM alerts AS a JOIN hosts AS h ON h.id = a.host_id
+ORDER BY a.first_failed_at, a.host_id, a.url_id
+LIMIT $1;
+
+-- name: url_failing
+-- crawler show: URL $1's failures and its host's (url_id 0), while they last.
+SELECT url_id, url, failures, first_failed_at, last_failed_at, error_kind, raised
+FROM alerts
+WHERE host_id = crawler_url_host_id($1) AND (url_id = 0 OR url = $1)
+ORDER BY url_id;
+
+-- name: set_url_exact
+-- Whether URLs $1 are watched exactly (crawler watch --exact / --no-exact);
+-- urls_host_id_url_key.
+UPDATE urls AS u SET watch_exact = $2
+FROM unnest($1::text[]) AS t(url)
+WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
+RETURNING u.url;
+
+-- name: set_site_exact
+-- Whether every page of window $1 without a rule of its own is watched exactly;
+-- sites_root_url_key.
+UPDATE sites SET watch_exact = $2 WHERE root_url = $1 RETURNING id;
+
+-- name: set_pattern_rule
+-- crawler watch --pattern REGEX: every known URL the regular expression $1 matches (a scan
+-- of urls, run by hand) takes exactness $2 (NULL: kept) and the region parts $3 (watch) and
+-- $4 (ignore), each NULL to keep it and '' to remove it; $5 removes both first (--clear).
+UPDATE urls SET
+    watch_exact = coalesce($2::boolean, watch_exact),
+    watch_css = CASE WHEN $3::text IS NOT NULL THEN nullif($3::text, '')
+                     WHEN $5::boolean THEN NULL ELSE watch_css END,
+    ignore_css = CASE WHEN $4::text IS NOT NULL THEN nullif($4::text, '')
+                      WHEN $5::boolean THEN NULL ELSE ignore_css END
+WHERE url ~ $1
+RETURNING url;
+
+-- name: url_exact
+-- Whether URL $1 is watched exactly, by its own rule or its window's; urls_host_id_url_key.
+SELECT u.watch_exact, coalesce(s.watch_exact, false) AS site_watch_exact
+FROM urls AS u LEFT JOIN sites AS s ON s.id = u.site_id
+WHERE u.url = $1 AND u.host_id = crawler_url_host_id($1);
+
+-- name: site_exact
+-- Whether window $1 (its root URL) is watched exactly; sites_root_url_key.
+SELECT watch_exact FROM sites WHERE root_url = $1;
+
+-- name: export_wacz_records
+-- `crawler export wacz`: every stored record since $1 (all when NULL), oldest first, with its
+-- URL and the file of a revisit's original (a revisit replays only beside it); a cursor reads
+-- the whole index by design (stored_records_file_idx is no help for a time range).
+SELECT u.url, s.fetched_at, s.record_type, s.status, s.warc_file, o.warc_file AS original_file
+FROM stored_records AS s
+JOIN urls AS u ON u.id = s.url_id AND u.host_id = s.host_id
+LEFT JOIN stored_records AS o
+    ON o.url_id = s.url_id AND o.host_id = s.host_id AND o.record_id = s.refers_to
+WHERE $1::timestamptz IS NULL OR s.fetched_at >= $1
+ORDER BY s.fetched_at;
+
+-- name: mark_damaged_at
+-- The daemon found the record at ($1 file, $2 offset) unreadable ($3: why) while reading it
+-- as a URL's previous version: its row is marked as `crawler verify --repair` marks one, and
+-- its URL forgets its validators and content hash (its next fetch stores a full response).
+WITH marked AS (
+    UPDATE stored_records SET damaged = $3
+    WHERE warc_file = $1 AND warc_offset = $2 AND damaged IS NULL
+    RETURNING url_id, host_id
+)
+UPDATE urls AS u SET etag = NULL, last_modified = NULL, last_content_hash = NULL
+FROM marked AS m
+WHERE u.id = m.url_id AND u.host_id = m.host_id;

@@ -64,8 +64,9 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.change_brackets_days, lu.update_period_days, lu.update_phase_days,
        lu.update_jitter_days, lu.site_id, lu.depth, lu.lm_fetches, lu.lm_changes,
        lu.lm_observed_days, lu.lm_evidence_days, lu.watch_css, lu.ignore_css,
-       lu.fingerprint_region, lu.out_links_read,
-       s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css
+       lu.fingerprint_region, lu.out_links_read, lu.watch_exact, lu.last_text_hash,
+       s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css,
+       s.watch_exact AS site_watch_exact
 FROM leased_hosts AS lh
 LEFT JOIN lu ON lu.host_id = lh.id
 LEFT JOIN sites AS s ON s.id = lu.site_id
@@ -129,7 +130,8 @@ url AS (
         lm_changes = n.lm_changes,
         lm_observed_days = n.lm_observed_days,
         lm_evidence_days = coalesce(n.lm_evidence_days, '{}'),  -- NULL: empty (0020)
-        out_links_read = n.out_links_read
+        out_links_read = n.out_links_read,
+        last_text_hash = n.last_text_hash
     FROM held AS n
     WHERE u.id = n.url_id AND u.host_id = n.host_id
     RETURNING u.id

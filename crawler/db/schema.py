@@ -111,6 +111,8 @@ sites = Table(
     # (crawler.core.region): CSS selectors of the elements kept, and of those removed.
     Column("watch_css", Text, nullable=True),
     Column("ignore_css", Text, nullable=True),
+    # Every page of the window without a rule of its own is watched exactly (0026_exact_watch).
+    Column("watch_exact", Boolean, nullable=False, server_default=text("false")),
     # URL patterns (crawler.core.patterns) the window's discovered links must match / must not
     # match, after the global CRAWLER_INCLUDE / CRAWLER_EXCLUDE.
     Column("include_patterns", ARRAY(Text), nullable=False, server_default=text("'{}'::text[]")),
@@ -192,6 +194,10 @@ urls = Table(
     # Whether the page's out-links were read since it joined its site (migration
     # 0013_out_links_read): until they are, it is fetched without validators and parsed.
     Column("out_links_read", Boolean, nullable=False, server_default=text("false")),
+    # Watched exactly (crawler watch --exact): any change of the visible text is a change,
+    # judged by last_text_hash, the SHA-1 of that text as last fetched (0026_exact_watch).
+    Column("watch_exact", Boolean, nullable=False, server_default=text("false")),
+    Column("last_text_hash", LargeBinary, nullable=True),
     # The last fetch whatever its answer (migration 0015_last_attempt): last_fetched_at is the
     # last one that brought content, which the change estimator's intervals start from.
     Column("last_attempt_at", DateTime(timezone=True), nullable=True),
@@ -296,6 +302,8 @@ stored_records = Table(
     Column("host_id", BigInteger, nullable=False, primary_key=True),
     # 0017: the record's WARC-Target-URI (a revisit names its original's); NULL before 0017.
     Column("target_uri", Text, nullable=True),
+    # 0028: why the record cannot be read back as indexed (crawler.store.damage); NULL: sound.
+    Column("damaged", Text, nullable=True),
     ForeignKeyConstraint(["url_id", "host_id"], ["urls.id", "urls.host_id"],
                          ondelete="CASCADE", name="stored_records_url_id_host_id_fkey"),
     CheckConstraint(
@@ -308,13 +316,15 @@ stored_records = Table(
         postgresql_where=text("record_type = 'response'"),
     ),
     Index("stored_records_file_idx", "warc_file"),
+    Index("stored_records_damaged_idx", "id", postgresql_where=text("damaged IS NOT NULL")),
     # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
     postgresql_partition_by="RANGE (fetched_at)",
 )
 
 # The change-event outbox: written in the fetch's transaction, delivered by the webhook task
 # (crawler.daemon.webhook) in id order per URL, at least once.
-EVENT_KINDS = ("changed", "gone", "back")
+# failing / recovered / region_missing: alerts (crawler.core.alerts, 0027_webhook_alerts).
+EVENT_KINDS = ("changed", "gone", "back", "failing", "recovered", "region_missing")
 
 change_events = Table(
     "change_events",
@@ -331,17 +341,59 @@ change_events = Table(
     Column("last_error", Text, nullable=True),
     # 0010_citus: the URL's host_id, in every key (the rows live with their host).
     Column("host_id", BigInteger, nullable=False, primary_key=True),
+    # Queued again by `crawler changes --replay-to-webhook`: delivered even when older than the
+    # webhook's start (0027_webhook_alerts).
+    Column("replay", Boolean, nullable=False, server_default=text("false")),
     ForeignKeyConstraint(["url_id", "host_id"], ["urls.id", "urls.host_id"],
                          ondelete="CASCADE", name="change_events_url_id_host_id_fkey"),
     CheckConstraint(
         "kind IN (" + ", ".join(f"'{k}'" for k in EVENT_KINDS) + ")",
         name="change_events_kind_check",
     ),
-    Index("change_events_url_fetched_idx", "url_id", "fetched_at", "host_id", unique=True),
+    # With kind: one fetch may raise a change and an alert of the same URL.
+    Index("change_events_url_fetched_idx", "url_id", "fetched_at", "host_id", "kind",
+          unique=True),
     Index("change_events_fetched_idx", "fetched_at", "id"),
     Index("change_events_pending_idx", "id", postgresql_where=text("delivered_at IS NULL")),
+    Index("change_events_replay_idx", "id",
+          postgresql_where=text("delivered_at IS NULL AND replay")),
     # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
     postgresql_partition_by="RANGE (fetched_at)",
+)
+
+# Each webhook URL ever configured and the outbox id it starts after: a new one starts from
+# now (crawler.daemon.webhook), history is sent only on request (0027_webhook_alerts).
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("url", Text, primary_key=True),
+    Column("start_id", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+# The outbox's one deliverer: a lease with a fencing epoch, taken over once it expires.
+delivery_lease = Table(
+    "delivery_lease",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("owner", Text, nullable=True),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("epoch", BigInteger, nullable=False, server_default=text("0")),
+)
+
+# URLs and hosts (url_id 0) failing now (crawler.core.alerts): consecutive failures, the last
+# error, and whether the `failing` event was raised. A row goes when the URL or host works.
+alerts = Table(
+    "alerts",
+    metadata,
+    Column("host_id", BigInteger, ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True),
+    Column("url_id", BigInteger, primary_key=True),
+    Column("failures", Integer, nullable=False),
+    Column("first_failed_at", DateTime(timezone=True), nullable=False),
+    Column("last_failed_at", DateTime(timezone=True), nullable=False),
+    Column("error_kind", Text, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("raised", Boolean, nullable=False, server_default=text("false")),
 )
 
 # Live daemons: each refreshes its row every few seconds; the planner sums the concurrency of
@@ -356,6 +408,8 @@ daemons = Table(
     # The plan version this daemon schedules under (``plans.version``), refreshed with the
     # heartbeat: every live daemon should show the newest.
     Column("plan_version", BigInteger, nullable=True),
+    # 0028: why this daemon cannot write its collection now (crawler.store.health); NULL: it can.
+    Column("storage_fault", Text, nullable=True),
 )
 
 # The plans the planner solved (crawler.core.stored_plan), newest last: what every fetch

@@ -1,7 +1,10 @@
 """``crawler demo``: the whole main job with no network — what ``make run`` starts.
 
 Serves the synthetic demo web on loopback, seeds its pages, and runs the real daemon against
-it on the configured database (the embedded one by default), printing progress until Ctrl-C.
+it, printing progress until Ctrl-C. The demo keeps to a data directory of its own (an
+embedded server under ``CRAWLER_DATA_DIR/demo``): its hosts, events and demo settings stay
+out of the user's ``status``, ``changes``, report and webhook unless the command line names a
+database or directory for it (``crawler demo --database-url URL`` or ``--data-dir DIR``).
 """
 
 from __future__ import annotations
@@ -32,12 +35,36 @@ DEMO_DEFAULTS = {
     "shutdown_grace": 3.0,
     "planner_interval": 10.0,
     "allow_networks": ["127.0.0.0/8"],
+    "log_stats_interval": 0.0,  # the demo prints its own progress line (print_progress)
 }
 
 
-def demo_settings(settings: Settings) -> Settings:
-    updates = {k: v for k, v in DEMO_DEFAULTS.items() if k not in settings.model_fields_set}
+# Settings that point at the user's own crawl: from the environment they are the user's setup,
+# not a choice for the demo, which uses them only when its command line names them.
+OWN_PLACES = ("database_url", "warc_dir", "webhook_url")
+DEMO_SUBDIRECTORY = "demo"
+
+
+def demo_settings(settings: Settings, given: frozenset[str] = frozenset()) -> Settings:
+    """The demo's settings: fast revisits unless set, and its own data directory unless
+    ``given`` (the settings named on its command line) places it."""
+    updates: dict[str, object] = {
+        k: v for k, v in DEMO_DEFAULTS.items() if k not in settings.model_fields_set
+    }
+    updates.update({name: None for name in OWN_PLACES if name not in given})
+    if "data_dir" not in given and "database_url" not in given:
+        updates["data_dir"] = settings.data_dir / DEMO_SUBDIRECTORY
     return settings.model_copy(update=updates)
+
+
+def where(settings: Settings) -> str:
+    """Where the demo's data is, and how another command reads it."""
+    if settings.database_url is not None:
+        from crawler.db.connect import describe
+
+        return f"demo data in {describe(settings.database_url)}"
+    return (f"demo data in {settings.data_dir} (its own embedded PostgreSQL; other commands "
+            f"read it with CRAWLER_DATA_DIR={settings.data_dir})")
 
 
 async def print_progress(pool: asyncpg.Pool, started: float) -> None:
@@ -60,7 +87,10 @@ async def print_progress(pool: asyncpg.Pool, started: float) -> None:
 
 
 async def run_demo(settings: Settings, args: argparse.Namespace) -> int:
-    settings = demo_settings(settings)
+    given = frozenset(name for name in Settings.model_fields
+                      if getattr(args, name, None) is not None)
+    settings = demo_settings(settings, given)
+    print(where(settings), flush=True)
     url = await asyncio.to_thread(database_url, settings)
     await migrate.upgrade(url)
     sites = demo_sites(n_sites=args.sites, pages_per_site=args.pages)

@@ -226,6 +226,23 @@ async def _read_body(response: aiohttp.ClientResponse, cap: int, decode: bool) -
     return body
 
 
+def exchange_fields(response: aiohttp.ClientResponse) -> dict[str, Any]:
+    """The exchange as it went over the wire, for the WARC records: the response's headers as
+    received (``raw_headers``: ``headers`` folds each name to one spelling, ``ETag`` reading
+    ``Etag``; the raw ones keep spelling, order and duplicates), its HTTP version, and the
+    request as sent (aiohttp adds Host, Accept and Accept-Encoding to the headers asked for)."""
+    info = response.request_info
+    version = response.version
+    return {
+        "headers": tuple((name.decode("utf-8", "surrogateescape"),
+                          value.decode("utf-8", "surrogateescape"))
+                         for name, value in response.raw_headers),
+        "http_version": "1.1" if version is None else f"{version.major}.{version.minor}",
+        "request_target": info.url.raw_path_qs,
+        "request_headers": tuple(info.headers.items()),
+    }
+
+
 def sniff_content_type(declared: str | None, body: bytes) -> str | None:
     """The declared type, unless it claims HTML (or nothing) and the bytes say otherwise.
 
@@ -416,9 +433,9 @@ async def _redirect_exchange(
         # its body is not kept. A broken body closes the connection on release.
         body = _Body(truncated=True)
     return model.Exchange(
-        url=url, status=response.status, reason=response.reason or "",
-        headers=tuple(response.headers.items()), location=target,
+        url=url, status=response.status, reason=response.reason or "", location=target,
         body=body.data, wire_body=body.wire, truncated=body.truncated,
+        **exchange_fields(response),
     )
 
 
@@ -430,7 +447,7 @@ async def _interpret(
     fields: dict[str, Any] = {
         "status": status,
         "reason": response.reason or "",
-        "headers": tuple(response.headers.items()),
+        **exchange_fields(response),
     }
     if status == 304:
         fields["etag"] = response.headers.get("ETag")

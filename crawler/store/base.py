@@ -56,6 +56,10 @@ class Capture:
     # The SHA-1 of ``stored_payload`` when the caller has it already (the fetch path's content
     # hash is that SHA-1): the payload is then not hashed a second time.
     payload_sha1: bytes | None = None
+    # The request line's target and the headers as sent (Host first, as aiohttp sends it);
+    # when not given, the target is the URL's path and query, and a Host header leads.
+    request_target: str = ""
+    http_version: str = "1.1"  # the answer's, for its status line
 
     @property
     def stored_payload(self) -> bytes:

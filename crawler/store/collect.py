@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,8 +36,9 @@ from typing import Any
 
 import asyncpg
 
+from crawler.core.bounds import parse_bounded
 from crawler.core.events import event_payload
-from crawler.core.fingerprint import CONTENT_HASH_BYTES
+from crawler.core.fingerprint import CONTENT_HASH_BYTES, content_hash, same_content
 from crawler.core.model import (
     GONE,
     NOT_MODIFIED,
@@ -47,6 +49,7 @@ from crawler.core.model import (
     Observation,
     UrlRecord,
 )
+from crawler.core.observe import rebased as rebased_record
 from crawler.core.region import Region
 from crawler.core.textdiff import LineChanges, line_changes, text_lines
 from crawler.core.transition import ChangeKind, Transition
@@ -57,10 +60,13 @@ from crawler.store.base import (
     REVISIT,
     Capture,
     Original,
+    ReadRecord,
     RecordStore,
     StoredRecord,
 )
 from crawler.store.threaded import ThreadedStore
+
+log = logging.getLogger(__name__)
 
 STORED_OUTCOMES = frozenset({OK, NOT_MODIFIED, GONE})
 # URLs whose newest stored response is remembered (about 300 bytes each).
@@ -213,6 +219,37 @@ class Collection:
         while len(self._last) > self.cache_entries:
             self._last.popitem(last=False)
 
+    async def rebased(self, record: UrlRecord) -> UrlRecord:
+        """``record`` with its stored fingerprint taken again, under its current rule, from
+        its newest stored response (``crawler.core.observe.needs_baseline`` says when): a
+        changed region, a window joined or exact watching then compares the next fetch with
+        that version, not with nothing. ``record`` as it is when no version is stored, or
+        the stored one is not the version the fingerprint was taken of."""
+        if self.store is None or record.last_content_hash is None:
+            return record
+        last = await self._last_response(record)
+        if last is None:
+            return record
+
+        def read(store: RecordStore) -> ReadRecord | None:
+            return store.read(last.file, last.offset) if store.holds(last.file) else None
+
+        try:
+            old = await self.store.run(read)
+        except (OSError, LookupError, ValueError):
+            return record  # a damaged or vanished record: the next fetch is a new baseline
+        if old is None or not same_content(
+            record.last_content_hash, content_hash(old.payload), old.payload
+        ):
+            return record
+        _, page = parse_bounded(
+            FetchResult(fetched_at=last.fetched_at, duration_seconds=0.0, outcome=OK,
+                        status=old.status, body=old.payload,
+                        content_type=old.http_header("Content-Type")),
+            region=record.region,
+        )
+        return record if page is None else rebased_record(record, page)
+
     async def prepare(self, t: Transition, result: FetchResult) -> CollectionWrite | None:
         """Write the fetch's record (flushed) and return the rows to commit with it."""
         record, obs, change = t.before, t.observation, t.event
@@ -236,7 +273,7 @@ class Collection:
             capture = self._capture(record, result, obs)
             stored, lines = await self.store.run(
                 lambda store: _write(store, capture, original, identical, wants_diff,
-                                     result.content_type, record.region)
+                                     result.content_type, record.region, record.exact)
             )
         if self.store is not None and obs.outcome == NOT_MODIFIED and stored is None:
             unconditional = True  # nothing to refer to: fetch it in full next time
@@ -314,8 +351,9 @@ class Collection:
         return Capture(
             url=hop.url, fetched_at=fetched_at, status=hop.status,
             reason=hop.reason, response_headers=hop.headers, payload=hop.body,
-            request_headers=self._request_headers(record, first), truncated=hop.truncated,
-            wire_payload=hop.wire_body,
+            request_headers=hop.request_headers or self._request_headers(record, first),
+            truncated=hop.truncated, wire_payload=hop.wire_body,
+            request_target=hop.request_target, http_version=hop.http_version,
         )
 
     def _capture(self, record: UrlRecord, result: FetchResult, obs: Observation) -> Capture:
@@ -331,7 +369,10 @@ class Collection:
             url=result.final_url or record.url, fetched_at=result.fetched_at,
             status=result.status,
             reason=result.reason, response_headers=result.headers, payload=result.body,
-            request_headers=self._request_headers(record, not result.redirects),
+            # As sent, from the fetch; rebuilt only for a result that did not record them.
+            request_headers=result.request_headers
+            or self._request_headers(record, not result.redirects),
+            request_target=result.request_target, http_version=result.http_version,
             truncated=result.truncated, body_read=result.outcome == OK,
             wire_payload=result.wire_body, payload_sha1=sha1,
         )
@@ -345,6 +386,7 @@ def _write(
     wants_diff: bool,
     content_type: str | None,
     region: Region,
+    exact: bool = False,
 ) -> tuple[StoredRecord | None, LineChanges | None]:
     """A revisit or a response, and the text lines a change moved.
     Nothing for a 304 whose original is not (or no longer) in the store."""
@@ -365,9 +407,20 @@ def _write(
     stored = store.write_response(capture)
     lines = None
     if wants_diff and original is not None:
-        old = store.read(original.file, original.offset)
+        try:
+            old = store.read(original.file, original.offset)
+        except (OSError, ValueError) as exc:
+            # A damaged or vanished earlier version costs the event its lines, never the
+            # new version its record (``crawler verify`` finds and marks the damage).
+            log.warning("no diff for %s: its previous version cannot be read (%s)",
+                        capture.url, exc)
+            note = getattr(store, "note_unreadable", None)
+            if note is not None:  # marked damaged in the index by the daemon's storage task
+                note(original.file, original.offset, exc)
+            return stored, None
         lines = line_changes(
             text_lines(old.payload, old.http_header("Content-Type"), region),
             text_lines(capture.payload, content_type, region),
+            numbers=exact,
         )
     return stored, lines

@@ -17,7 +17,7 @@ from crawler.core.region import Region, effective_region
 from crawler.core.textdiff import text_lines
 from crawler.db.queries import QUERIES
 from crawler.store.base import REVISIT, ReadRecord
-from crawler.store.warc import read_record
+from crawler.store.warc import check_digest, read_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,7 @@ class Version:
     payload_bytes: int
     changed: bool | None
     refers_to: str | None  # a revisit's original: its WARC-Record-ID
+    damaged: str | None = None  # marked by `crawler verify --repair` (crawler.store.damage)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -48,6 +49,7 @@ class Version:
             "warc_file": self.file,
             "warc_offset": self.offset,
             "warc_length": self.length,
+            "damaged": self.damaged,
         }
 
 
@@ -56,7 +58,7 @@ async def versions(conn: asyncpg.Connection, url: str) -> list[Version]:
     return [
         Version(r["id"], r["fetched_at"], r["record_type"], r["status"], r["warc_file"],
                 r["warc_offset"], r["warc_length"], r["record_id"], r["payload_digest"],
-                r["payload_bytes"], r["changed"], r["refers_to"])
+                r["payload_bytes"], r["changed"], r["refers_to"], r["damaged"])
         for r in await conn.fetch(QUERIES["url_versions"], url)
     ]
 
@@ -95,11 +97,29 @@ class Body:
         return text_lines(self.payload, self.content_type, region)
 
 
-def load_body(root: Path, stored: list[Version], version: Version) -> Body:
-    record = read_record(root, version.file, version.offset)
+def read_verified(root: Path, version: Version) -> ReadRecord:
+    """``version``'s record, read back and checked against its index row (payload digest,
+    and the length the row says): ``RecordDamaged`` when it is not what was indexed."""
+    record = read_record(root, version.file, version.offset, version.length)
+    check_digest(record, version.file, version.offset, version.payload_digest)
+    return record
+
+
+def verify_version(root: Path, stored: list[Version], version: Version) -> None:
+    """``RecordDamaged`` unless ``version`` and the response holding its payload read back
+    as indexed."""
+    read_verified(root, version)
     holder = payload_version(stored, version)
-    payload_record = record if holder is version else read_record(root, holder.file,
-                                                                  holder.offset)
+    if holder is not version:
+        read_verified(root, holder)
+
+
+def load_body(root: Path, stored: list[Version], version: Version) -> Body:
+    """The version's record and its payload, both verified against the index
+    (``RecordDamaged``, ``LookupError`` for a revisit whose original is not indexed)."""
+    record = read_verified(root, version)
+    holder = payload_version(stored, version)
+    payload_record = record if holder is version else read_verified(root, holder)
     content_type = payload_record.http_header("Content-Type")
     return Body(version, record, payload_record.payload, payload_record.stored_payload,
                 content_type)

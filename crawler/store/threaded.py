@@ -1,5 +1,5 @@
-"""Run a blocking ``RecordStore`` for the event loop: records written inline, files closed
-on a thread of their own.
+"""Run a blocking ``RecordStore`` for the event loop: records written inline, files synced and
+closed on a thread of their own.
 
 Writing a record is a few hundred microseconds of CPU (serialize, SHA-1, gzip) and a
 ``write`` to the page cache. Handing it to a thread cost far more than doing it: the writer
@@ -7,37 +7,130 @@ thread needs the GIL back after every step that releases it (hashing, compressin
 and while the loop is busy parsing pages each reacquisition waits for the loop's switch
 interval (5 ms), so a fetch waited 35-50 ms for its record on a loaded machine (median,
 measured) against about 1 ms inline, and fetches of a host run back to back behind it. So
-records are written on the loop; what can stall for long, closing a full file (``fsync``
-of up to ``CRAWLER_WARC_MAX_BYTES``), runs on this store's thread while writing goes on in
-a new file. A fetch's record is in the file (flushed to the OS) before its transaction
-commits, as before.
+records are written on the loop; what can stall, ``fsync`` (of the records before their index
+rows commit, and of a full file being closed), runs on this store's thread.
+
+``sync`` is a group fsync: every fetch waits for one fsync that started after its record was
+written, and the fetches that arrive while one runs share the next, so a loaded daemon pays
+one fsync per batch of fetches, not one per fetch.
+
+Faults: a write, sync or probe that fails sets ``health`` (the daemon then claims no hosts,
+``crawler.daemon.worker``), and the open file takes no more records. ``watch`` probes the
+directory every ``interval`` seconds, faulted or not (a directory made read-only or deleted
+is seen before a write fails), and clears the fault when a probe writes again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from crawler.store.base import RecordStore
+from crawler.store.health import StorageError, StorageHealth, storage_error
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+# A probe writes this much: a record of about this size could be written.
+PROBE_BYTES = 64 * 1024
+PROBE_SECONDS = 1.0
 
 
 class ThreadedStore:
-    def __init__(self, store: RecordStore) -> None:
+    def __init__(self, store: RecordStore, health: StorageHealth | None = None) -> None:
         self.store = store
+        self.health = health or StorageHealth()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="record-store")
         set_background = getattr(store, "set_background", None)
         if set_background is not None:
             set_background(self._executor)
+        self._synced = 0  # the store's write generation known durable
+        self._failed_upto = 0  # generations lost to a failed sync
+        self._failure: StorageError | None = None
+        self._sync_task: asyncio.Task[None] | None = None
+        self.syncs = 0  # fsync rounds, for the bench and tests
 
     async def run(self, op: Callable[[RecordStore], T]) -> T:
-        """``op(store)``, now: a write is flushed to the OS when this returns."""
-        return op(self.store)
+        """``op(store)``, now: a write is in the OS when this returns (``sync`` for disk).
+        A storage failure faults the store and is raised as ``StorageError``."""
+        try:
+            return op(self.store)
+        except StorageError as exc:
+            self.fault(exc)
+            raise
+
+    def fault(self, exc: StorageError) -> None:
+        """The store cannot be relied on: say so, and take no more records in the open file."""
+        if self.health.set_fault(exc, time.time()):
+            log.error("the collection cannot be written (%s): %s; no host is claimed until "
+                      "a probe writes again", exc.kind, exc.message)
+        abandon = getattr(self.store, "abandon", None)
+        if abandon is not None:
+            abandon()
+
+    async def sync(self) -> None:
+        """Every record written so far is on disk, in the file its index row will name;
+        ``StorageError`` when that cannot be had (the records must not be indexed)."""
+        writes = getattr(self.store, "writes", None)
+        if writes is None:
+            return
+        target: int = writes
+        while self._synced < target:
+            if target <= self._failed_upto and self._failure is not None:
+                raise self._failure
+            task = self._sync_task
+            if task is None:
+                task = self._sync_task = asyncio.create_task(self._sync_once())
+            await asyncio.shield(task)
+
+    async def _sync_once(self) -> None:
+        generation, files, directory = self.store.take_unsynced()  # type: ignore[attr-defined]
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, self.store.sync_files, files, directory  # type: ignore[attr-defined]
+            )
+        except Exception as exc:
+            failure = storage_error(exc, "syncing records")
+            self._failed_upto, self._failure = generation, failure
+            self.fault(failure)
+            raise failure from exc
+        finally:
+            self._sync_task = None
+        self.syncs += 1
+        self._synced = max(self._synced, generation)
+
+    async def probe(self) -> None:
+        """Probe the directory once (on the store's thread): fault or clear ``health``."""
+        probe = getattr(self.store, "probe", None)
+        if probe is None:
+            return
+        try:
+            recreated = await asyncio.get_running_loop().run_in_executor(
+                self._executor, probe, PROBE_BYTES
+            )
+        except Exception as exc:
+            self.fault(storage_error(exc, "probing the directory"))
+            return
+        if recreated is not None:
+            log.warning("%s", recreated)
+        if self.health.clear():
+            log.warning("the collection is writable again: claiming hosts")
+
+    async def watch(self, interval: float = PROBE_SECONDS) -> None:
+        """Side task: probe every ``interval`` seconds."""
+        while True:
+            await self.probe()
+            await asyncio.sleep(interval)
 
     async def close(self) -> None:
         """Close the open file after any file still being closed (same thread, in order)."""
-        await asyncio.get_running_loop().run_in_executor(self._executor, self.store.close)
-        self._executor.shutdown(wait=True)
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self.store.close)
+        except OSError as exc:  # a read-only or deleted directory: the next start recovers it
+            log.error("closing the open WARC file failed: %s", exc)
+        finally:
+            self._executor.shutdown(wait=True)

@@ -129,13 +129,15 @@ async def test_collection_from_the_demo_web(db_url: str, tmp_path: Path) -> None
     assert kinds[0] == "response" and kinds.count("response") == 1, kinds
     assert kinds.count("revisit") >= 5
 
-    # diff across the last real change: the rewritten text, not the per-request timestamp.
+    # diff across the last real change: the rewritten text, and every other line that
+    # differs, the per-request timestamp included; the distance first.
     diff = cli(db_url, warc_dir, "diff", news)
     assert diff.returncode == 0, diff.stderr
     lines = diff.stdout.decode().splitlines()
-    changed_lines = [ln for ln in lines[2:] if ln.startswith(("+", "-"))]
+    assert lines[0].startswith(f"{news}: simhash distance "), lines[0]
+    changed_lines = [ln for ln in lines[3:] if ln.startswith(("+", "-"))]
     assert len(changed_lines) > 10, lines
-    assert not any("Rendered at" in ln for ln in changed_lines), changed_lines
+    assert any(ln.startswith("+") and "Rendered at" in ln for ln in changed_lines)
     text = cli(db_url, warc_dir, "get", news, "--text")
     assert text.returncode == 0 and b"Rendered at" in text.stdout
 

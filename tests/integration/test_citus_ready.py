@@ -36,12 +36,18 @@ HOST_OWNED = {
     "links": "host_id",
     "stored_records": "host_id",
     "change_events": "host_id",
+    "alerts": "host_id",
 }
 # Small tables every node needs whole (Citus reference tables), or the coordinator alone.
-REFERENCE = {"sites", "planner_state", "plans", "daemons", "alembic_version"}
+REFERENCE = {"sites", "planner_state", "plans", "daemons", "alembic_version", "webhooks",
+             "delivery_lease"}
 
 # Statements that touch host-owned tables without naming their hosts, and why that is right.
 FLEET_WIDE = {
+    "status_host_list_totals": "crawler status: whole-table counts by design",
+    "damaged_records_count": "crawler status: whole-table count by design (partial index)",
+    "set_pattern_rule": "crawler watch --pattern: a regular expression over every known URL, "
+                        "run by hand",
     "claim_due_work": "picks the next ready hosts fleet-wide by hosts_ready_at_idx; each "
                       "picked host's URLs are then read by host_id (the LATERAL join)",
     "earliest_due": "the idle wake: the smallest ready_at over all hosts, one index entry",
@@ -72,6 +78,9 @@ FLEET_WIDE = {
     "mark_event_failed": "webhook sender: the event by its id",
     "outbox_summary": "webhook gauge: whole-outbox count",
     "changes_page": "crawler changes: the outbox in time order across hosts",
+    "webhook_start": "a webhook's start: the newest event id of the whole outbox",
+    "replay_events": "crawler changes --replay-to-webhook: a time range of every host",
+    "failing_now": "crawler status: listing",
     "sites_summary": "crawler sites: per-site counts over the sites' URLs",
     "estimate_urls": "planned, never run: the planner's row estimate",
     "estimate_urls_in_state": "planned, never run",

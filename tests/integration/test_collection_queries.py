@@ -13,11 +13,12 @@ from crawler.db.queries import QUERIES
 NOW = dt.datetime.now(dt.UTC)
 EXPLAINED = {
     "last_stored_response": [1, 7],
-    "pending_events": [100],
+    "pending_events": [100, 0],
     "url_versions": ["http://127.0.0.1:1/a"],
-    "changes_page": [NOW, 0, 100],
-    "mark_event_delivered": [1],
-    "mark_event_failed": [1, NOW, "x"],
+    "changes_page": [NOW, 0, 100, None, None, None],
+    "mark_event_delivered": [1, "owner", 1],
+    "mark_event_failed": [1, NOW, "x", "owner", 1],
+    "outbox_summary": [0],
 }
 
 

@@ -79,7 +79,7 @@ def test_torn_tail_is_cut_on_start_and_writing_goes_on_in_a_new_file(tmp_path: P
     assert complete_prefix(open_path) == good_size
 
     restarted = WarcStore(tmp_path, max_bytes=10**9, writer_name="new")
-    assert restarted.recovered == [kept[0].file]
+    assert [r.name for r in restarted.recovered] == [kept[0].file]
     closed = tmp_path / kept[0].file
     assert closed.stat().st_size == good_size
     fresh = restarted.write_response(capture(99))

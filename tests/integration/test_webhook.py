@@ -1,6 +1,7 @@
 """Webhook delivery from the outbox to a loopback receiver that is down, then answers 500 to
 some requests, then accepts: every event arrives, at least once, in order per URL; the target
-passes the SSRF policy like any fetch."""
+passes the SSRF policy like any fetch. Each test records the webhook's start (``start``)
+before it fills the outbox: a webhook gets only the events after its start."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ async def test_down_then_500s_then_accepting_delivers_everything_in_order(db_url
     )
     delivery = WebhookDelivery(pool, session, f"http://127.0.0.1:{port}/hook",
                                metrics.collection, timeout_seconds=2.0, max_backoff_seconds=0.3)
+    await delivery.start()
     task = asyncio.create_task(delivery.run())
     runner: web.AppRunner | None = None
     try:
@@ -133,6 +135,8 @@ async def test_webhook_target_is_subject_to_the_ssrf_policy(db_url: str) -> None
     delivery = WebhookDelivery(pool, session, f"http://127.0.0.1:{port}/hook",
                                metrics.collection, max_backoff_seconds=0.3)
     try:
+        await delivery.start()
+        assert await delivery.take()
         await fill_outbox(pool)
         assert await delivery.deliver_round() == 0
         errors = await pool.fetch("SELECT DISTINCT last_error FROM change_events "
@@ -162,16 +166,23 @@ async def test_two_daemons_share_one_deliverer(db_url: str) -> None:
     session = new_session(
         "t", fetch_limits(default_settings()), address_policy=AddressPolicy(["127.0.0.0/8"])
     )
-    tasks = [
-        asyncio.create_task(WebhookDelivery(
-            pool, session, f"http://127.0.0.1:{port}/hook", Metrics().collection,
-        ).run())
+    deliveries = [
+        WebhookDelivery(pool, session, f"http://127.0.0.1:{port}/hook", Metrics().collection)
         for _ in range(2)
     ]
+    await deliveries[0].start()
+    tasks = [asyncio.create_task(delivery.run()) for delivery in deliveries]
     try:
         await fill_outbox(pool)
         await wait_for(lambda: len(accepted) >= URLS * EVENTS_PER_URL)
-        await asyncio.sleep(1.0)  # a second deliverer would have sent duplicates by now
+        # Once every event is marked delivered nothing sends it again: what arrived is all.
+        deadline = time.monotonic() + 30
+        while await pool.fetchval(
+                "SELECT count(*) FROM change_events WHERE delivered_at IS NULL"):
+            assert time.monotonic() < deadline, "events left unmarked"
+            await asyncio.sleep(0.05)
+        holder = await pool.fetchrow("SELECT owner FROM delivery_lease")
+        assert holder is not None and holder["owner"] in {d.owner for d in deliveries}
     finally:
         for task in tasks:
             task.cancel()

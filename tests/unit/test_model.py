@@ -39,6 +39,8 @@ def _every_field_set() -> UrlRecord:
         last_modified_evidence_days=(0.5, 1.0),
         fingerprint_region="r",
         out_links_read=True,
+        exact=True,
+        last_text_hash=b"\x03",
     )
     defaults = UrlRecord(url_id=0, url="")
     for f in dataclasses.fields(UrlRecord):

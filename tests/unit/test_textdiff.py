@@ -1,9 +1,19 @@
-"""Visible-text lines, diffs that ignore digit-only edits, bounded event line changes."""
+"""Visible-text lines, diffs that show every difference, bounded event line and word changes."""
 
 from __future__ import annotations
 
+import difflib
+import json
+import time
+
 from crawler.core.events import event_payload, simhash_hex
-from crawler.core.textdiff import line_changes, text_lines, unified_diff
+from crawler.core.textdiff import (
+    WordChange,
+    line_changes,
+    text_lines,
+    unified_diff,
+    word_changes,
+)
 
 PAGE = b"""<html><head><title>T</title><script>var hidden = 1;</script></head><body>
 <h1>Headline one</h1>
@@ -18,13 +28,59 @@ def test_text_lines_are_the_visible_text_one_line_per_source_line() -> None:
     assert not any("hidden" in line for line in lines)
 
 
-def test_diff_shows_rewrites_and_not_a_changed_timestamp() -> None:
+def test_diff_shows_every_line_that_differs_numbers_included() -> None:
+    """A changed number is a change to whoever reads the diff (issue 35: a price from 12.50
+    to 15.99 gave an empty diff); the diff is empty only for equal texts."""
     old = ["Headline one", "First paragraph.", "Rendered at 100 for visit 3."]
     new = ["Headline two", "First paragraph.", "Rendered at 160 for visit 4."]
     diff = unified_diff(old, new, "a", "b")
     assert "-Headline one" in diff and "+Headline two" in diff
-    assert not any(line.startswith(("+", "-")) and "Rendered" in line for line in diff)
-    assert unified_diff(old, [*old[:2], "Rendered at 7 for visit 9."], "a", "b") == []
+    assert "-Rendered at 100 for visit 3." in diff and "+Rendered at 160 for visit 4." in diff
+    price = unified_diff(["Price: 12.50 EUR"], ["Price: 15.99 EUR"], "a", "b")
+    assert price == ["--- a", "+++ b", "@@ -1,1 +1,1 @@", "-Price: 12.50 EUR",
+                     "+Price: 15.99 EUR"]
+    assert unified_diff(old, old, "a", "b") == []
+
+
+def test_unified_diff_matches_difflib_hunks() -> None:
+    """The bounded diff finds the hunks difflib finds, context included."""
+    old = [f"line {i}" for i in range(40)]
+    new = [*old[:5], "inserted", *old[5:20], *old[21:]]
+    ours = unified_diff(old, new, "a", "b")
+    theirs = list(difflib.unified_diff(old, new, "a", "b", lineterm="", n=3))
+    assert [x for x in ours if x[:1] in " +-"] == [x for x in theirs if x[:1] in " +-"]
+    assert sum(x.startswith("@@") for x in ours) == sum(x.startswith("@@") for x in theirs)
+
+
+def test_diffs_are_bounded_in_time_and_show_every_difference() -> None:
+    """A rewrite far past what difflib aligns in bounded time is one replaced block: every
+    line still shown, in well under a second."""
+    old = [f"old {i} " + "x" * (i % 7) for i in range(30_000)]
+    new = [f"new {i} " + "y" * (i % 5) for i in range(30_000)]
+    started = time.perf_counter()
+    diff = unified_diff(old, new, "a", "b")
+    words, _ = word_changes(old, new)
+    assert time.perf_counter() - started < 5.0
+    assert sum(x.startswith("-") for x in diff) == 30_000 + 1  # the lines and "--- a"
+    assert words and words[0].removed.startswith("old 0")
+
+
+def test_word_changes_show_both_prices_with_context() -> None:
+    long_text = " ".join(f"word{i}" for i in range(400))
+    old = [long_text, "Price: 12.50 EUR including tax", long_text]
+    new = [long_text, "Price: 15.99 EUR including tax", long_text]
+    changes, truncated = word_changes(old, new)
+    assert not truncated
+    assert changes == (WordChange("word396 word397 word398 word399 Price:", "12.50", "15.99",
+                                  "EUR including tax word0 word1"),)
+    assert changes[0].shown() == ("word396 word397 word398 word399 Price: [-12.50-]{+15.99+} "
+                                  "EUR including tax word0 word1")
+    assert word_changes(old, old) == ((), False)
+    many, cut = word_changes([" ".join(f"keep{i} old{i}" for i in range(50))],
+                             [" ".join(f"keep{i} new{i}" for i in range(50))], max_changes=3)
+    assert cut and [w.removed for w in many] == ["old0", "old1", "old2"]
+    short, cut = word_changes(["a " + "x" * 50], ["a " + "y" * 50], max_chars=60)
+    assert cut and short[0].removed == "x" * 50 and short[0].added == "y" * 10
 
 
 def test_line_changes_are_bounded() -> None:
@@ -47,6 +103,13 @@ def test_line_changes_show_numbers_when_only_numbers_changed() -> None:
                                                      "Rendered at 160"])
     assert mixed.removed == ("Headline",) and mixed.added == ("Headline two",)
     assert line_changes(old, old) == line_changes([], [])
+    # Watched exactly, the numbers are the change, beside any other.
+    exact = line_changes([*old, "Rendered at 100"], ["Headline two", "About topic 4.",
+                                                     "Rendered at 160"], numbers=True)
+    assert exact.removed == ("Headline", "Rendered at 100")
+    assert exact.added == ("Headline two", "Rendered at 160")
+    # The word changes show every word either way.
+    assert [(w.removed, w.added) for w in mixed.words] == [("", "two"), ("100", "160")]
 
 
 def test_event_payload_carries_simhashes_as_hex() -> None:
@@ -58,3 +121,14 @@ def test_event_payload_carries_simhashes_as_hex() -> None:
     assert payload["previous_simhash"] == "ffffffffffffffff"
     assert payload["simhash"] == simhash_hex(1) == "0000000000000001"
     assert payload["added"] == [] and payload["warc_offset"] == 10
+    assert payload["words"] == []
+    changes = line_changes(["Price: 12.50 EUR"], ["Price: 15.99 EUR"])
+    with_words = event_payload(
+        kind="changed", url="http://x/", fetched_at_iso="2026-01-01T00:00:00+00:00",
+        status=200, previous_simhash=1, simhash=2, distance=2, lines=changes,
+        warc_file=None, warc_offset=None,
+    )
+    assert with_words["words"] == [
+        {"before": "Price:", "removed": "12.50", "added": "15.99", "after": "EUR"}
+    ]
+    assert json.loads(json.dumps(with_words)) == with_words

@@ -1,0 +1,119 @@
+"""Check every index row against its bytes, and mark the rows whose records are damaged.
+
+Used by ``crawler verify [--repair]`` and by the daemon's start, for a file its recovery found
+damaged. A row is sound when its record reads back whole, inside the file, and holds the
+payload the row names (``crawler.store.warc.check_digest``). Marking a row damaged
+(``stored_records.damaged``) takes it out of what revisits refer to and diffs start from, and
+makes its URL's next fetch unconditional, so that it stores a full response again; a marked
+row that reads back again (its file restored) is cleared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+
+from crawler.db.queries import QUERIES
+from crawler.store.damage import MISSING, RecordDamaged
+from crawler.store.warc import OPEN_SUFFIX, check_digest, read_record
+
+PAGE_ROWS = 2000
+
+
+@dataclass
+class Verified:
+    """What a verification found and did."""
+
+    rows: int = 0
+    files: int = 0
+    damaged: Counter[str] = field(default_factory=Counter)  # rows by kind of damage
+    missing_files: dict[str, int] = field(default_factory=dict)  # file -> its rows
+    marked: int = 0
+    cleared: int = 0
+    urls_refetched: int = 0
+
+    @property
+    def damaged_rows(self) -> int:
+        return sum(self.damaged.values())
+
+
+def _file_present(root: Path, name: str) -> bool:
+    return (root / name).exists() or (root / (name + OPEN_SUFFIX)).exists()
+
+
+def check_row(root: Path, row: asyncpg.Record) -> RecordDamaged | None:
+    """The damage of one index row's record, or None when it reads back as indexed."""
+    try:
+        record = read_record(root, row["warc_file"], row["warc_offset"], row["warc_length"])
+        check_digest(record, row["warc_file"], row["warc_offset"], row["payload_digest"])
+        if record.warc_header("WARC-Record-ID") != row["record_id"]:
+            raise RecordDamaged("digest", row["warc_file"], row["warc_offset"],
+                                f"{row['warc_file']}:{row['warc_offset']}: another record "
+                                f"is there ({record.warc_header('WARC-Record-ID')}, indexed "
+                                f"{row['record_id']})")
+    except RecordDamaged as exc:
+        return exc
+    return None
+
+
+async def verify_collection(
+    conn: asyncpg.Connection,
+    root: Path,
+    *,
+    repair: bool,
+    file: str | None = None,
+    report: Callable[[str], None] = lambda line: None,
+) -> Verified:
+    """Check the index rows (of ``file``, or all) against ``root``; ``report`` gets one line
+    per damaged record (one per missing file); ``repair`` marks (and clears) rows."""
+    found = Verified()
+    after: tuple[str, int, int] = ("", -1, -1)
+    current_file: str | None = None
+    present = True
+    while True:
+        rows = await conn.fetch(QUERIES["verify_records"], *after, PAGE_ROWS, file)
+        if not rows:
+            break
+        after = (rows[-1]["warc_file"], rows[-1]["warc_offset"], rows[-1]["id"])
+        marks: list[tuple[int, dt.datetime, int, str | None]] = []
+        for row in rows:
+            found.rows += 1
+            name = row["warc_file"]
+            if name != current_file:
+                current_file = name
+                found.files += 1
+                present = _file_present(root, name)
+            if not present:
+                damage: RecordDamaged | None = RecordDamaged(
+                    MISSING, name, row["warc_offset"], f"{root / name} is missing")
+                if name not in found.missing_files:
+                    found.missing_files[name] = 0
+                found.missing_files[name] += 1
+            else:
+                damage = await asyncio.to_thread(check_row, root, row)
+                if damage is not None:
+                    report(f"{damage.message} (index row of {row['url']} at "
+                           f"{row['fetched_at'].isoformat()})")
+            if damage is not None:
+                found.damaged[damage.kind] += 1
+            kind = None if damage is None else damage.kind
+            if kind != row["damaged"]:
+                marks.append((row["id"], row["fetched_at"], row["host_id"], kind))
+        if repair and marks:
+            ids, times, hosts, kinds = zip(*marks, strict=True)
+            done = await conn.fetchrow(QUERIES["mark_damaged"], list(ids), list(times),
+                                       list(hosts), list(kinds))
+            assert done is not None
+            found.marked += done["marked"]
+            found.cleared += done["cleared"]
+            found.urls_refetched += done["urls"]
+    for name, count in found.missing_files.items():
+        report(f"{root / name}: the file is missing (deleted or archived?): {count} index "
+               f"row{'s' if count != 1 else ''} point into it")
+    return found
