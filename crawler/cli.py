@@ -169,8 +169,13 @@ class SeedProgress:
 
 
 def check_seed_args(args: argparse.Namespace) -> None:
-    if not args.urls and not args.file:
-        raise UserError("seed needs at least one URL or --file PATH (see crawler seed --help)")
+    from_sitemaps = bool(args.sitemaps or args.sitemap)
+    if from_sitemaps and (args.urls or args.file):
+        raise UserError("seed takes URLs and --file, or --sitemaps/--sitemap, not both: "
+                        "run it once for each")
+    if not args.urls and not args.file and not from_sitemaps:
+        raise UserError("seed needs at least one URL, --file PATH, --sitemaps ORIGIN or "
+                        "--sitemap URL (see crawler seed --help)")
     if args.file and args.file != "-" and not Path(args.file).is_file():
         raise UserError(f"seed file {args.file} does not exist or is not a file "
                         "(crawler seed --file PATH)")
@@ -199,7 +204,7 @@ def rejection_summary(rejected: dict[str, int]) -> str:
 
 
 def seed_interrupted(committed: list[int], total: int) -> str:
-    """The line README promises for Ctrl-C during `seed`, whenever it lands after reading."""
+    """The line docs/USAGE.md promises for Ctrl-C during `seed`, whenever it lands after reading."""
     done = committed[0] + committed[1]
     return (f"{newline_if_tty()}crawler seed: interrupted after committing {done} of "
             f"{plural(total, 'URL')} ({committed[0]} new); seeding is resumable: "
@@ -210,6 +215,10 @@ def cmd_seed(args: argparse.Namespace) -> int:
     from crawler.db import frontier
     from crawler.db.connect import create_pool
 
+    if args.sitemaps or args.sitemap:
+        from crawler.commands.sitemaps import cmd_seed_sitemaps
+
+        return cmd_seed_sitemaps(args)
     settings = load_settings(args)
     try:
         urls, errors = read_seed_lines(args.urls, "argument")
@@ -522,6 +531,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "changes": ("changes",),
     "watch": ("watch",),
     "recheck": ("recheck",),
+    "bound": ("bound",),
 }
 
 
@@ -585,6 +595,12 @@ def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
                    help="With --window: links matching this pattern (a Python regular "
                         "expression searched in the whole URL; repeatable) are not discovered, "
                         "after CRAWLER_EXCLUDE. Given patterns replace the site's.")
+    p.add_argument("--sitemaps", action="append", default=None, metavar="ORIGIN",
+                   help="Seed the URLs this site's sitemaps and feeds list: those its "
+                        "robots.txt names, else /sitemap.xml (repeatable; docs/SITEMAPS.md).")
+    p.add_argument("--sitemap", action="append", default=None, metavar="URL",
+                   help="Seed the URLs one sitemap, sitemap index or RSS/Atom feed lists "
+                        "(repeatable).")
     if not own or wanted == "seed":  # its options come from crawler.commands.watch
         from crawler.commands.watch import add_region_options
 

@@ -1,8 +1,10 @@
-"""Generate the README's configuration and metrics references from the code, so they cannot drift.
+"""Generate the configuration and metrics references from the code, so they cannot drift.
 
 ``python -m crawler.docs settings`` and ``python -m crawler.docs metrics`` print the markdown;
-``python -m crawler.docs update README.md`` rewrites the text between the README's markers
-(``<!-- settings:begin -->`` … ``<!-- settings:end -->`` and the same for ``metrics``).
+``python -m crawler.docs update`` rewrites the text between the markers of the files that hold
+them (``<!-- settings:begin -->`` … ``<!-- settings:end -->`` in ``docs/CONFIGURATION.md``, the
+same for ``metrics`` in ``docs/METRICS.md``); ``update FILE ...`` rewrites the marked sections
+of the files named.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from crawler.metrics import Metrics
 from crawler.settings import Settings, env_name
 
 SECTIONS = ("settings", "metrics")
+# The file each generated section lives in, relative to the repository root.
+FILES: dict[str, str] = {"settings": "docs/CONFIGURATION.md", "metrics": "docs/METRICS.md"}
 
 
 def _cell(text: str) -> str:
@@ -106,14 +110,23 @@ GENERATORS: dict[str, Callable[[], str]] = {
 
 
 def replace_sections(text: str) -> str:
-    """``text`` with every marked section replaced by freshly generated content."""
+    """``text`` with every marked section it holds replaced by freshly generated content.
+
+    A text holding no section's markers, or a section's markers out of order, is an error.
+    """
+    found = False
     for section in SECTIONS:
         begin, end = f"<!-- {section}:begin -->", f"<!-- {section}:end -->"
         start = text.find(begin)
         stop = text.find(end)
+        if start < 0 and stop < 0:
+            continue
         if start < 0 or stop < start:
             raise ValueError(f"markers {begin} … {end} not found in order")
         text = text[: start + len(begin)] + "\n" + GENERATORS[section]() + text[stop:]
+        found = True
+    if not found:
+        raise ValueError("no <!-- SECTION:begin --> … <!-- SECTION:end --> markers found")
     return text
 
 
@@ -122,13 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="what", required=True)
     for section in SECTIONS:
         sub.add_parser(section, help=f"Print the {section} reference (markdown).")
-    update = sub.add_parser("update", help="Regenerate the marked sections of a file in place.")
-    update.add_argument("path", nargs="?", default="README.md")
+    update = sub.add_parser("update", help="Regenerate the marked sections of files in place.")
+    update.add_argument("paths", nargs="*", metavar="FILE",
+                        help=f"default: {' and '.join(sorted(set(FILES.values())))}")
     args = parser.parse_args(argv)
     if args.what == "update":
-        path = Path(args.path)
-        path.write_text(replace_sections(path.read_text()))
-        print(f"updated {path}", file=sys.stderr)
+        for name in args.paths or sorted(set(FILES.values())):
+            path = Path(name)
+            path.write_text(replace_sections(path.read_text()))
+            print(f"updated {path}", file=sys.stderr)
     else:
         sys.stdout.write(GENERATORS[args.what]())
     return 0

@@ -1,7 +1,7 @@
 """One typed settings object, read from ``CRAWLER_*`` environment variables.
 
-Every CLI option that overrides a setting names its variable in ``--help``; the README's
-configuration reference is generated from this class so that it cannot drift.
+Every CLI option that overrides a setting names its variable in ``--help``;
+docs/CONFIGURATION.md's reference is generated from this class so that it cannot drift.
 """
 
 from __future__ import annotations

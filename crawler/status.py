@@ -1,6 +1,6 @@
 """What ``crawler status`` and ``crawler show`` report, as plain JSON-ready dicts.
 
-The JSON shapes are documented in the README and kept stable.
+The JSON shapes are documented in docs/USAGE.md and kept stable.
 """
 
 from __future__ import annotations
@@ -297,6 +297,9 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
         observations = await conn.fetch(QUERIES["url_observations"], row["id"], limit,
                                     row["host_id"])
         failing = await conn.fetch(QUERIES["url_failing"], page_url)
+        hints = await conn.fetch(QUERIES["url_hints_of"], row["id"], row["host_id"], limit)
+        # The newest plan's μ tells whether the URL's own bounds (crawler bound) bind.
+        plan = await conn.fetchrow(QUERIES["latest_plan"])
     finally:
         await conn.close()
     shown = {name: _jsonable(row[name]) for name in URL_FIELDS}
@@ -305,10 +308,15 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
     shown["last_simhash"] = _hex64(row["last_simhash"])
     shown["region"] = region_shown(row)
     shown["site_patterns"] = site_patterns_shown(row)
+    from crawler.commands.bound import bounds_shown
+
+    shown["schedule_bounds"] = bounds_shown(row, plan)
     shown["observations"] = [
         {**{k: _jsonable(v) for k, v in o.items()}, "simhash": _hex64(o["simhash"])}
         for o in observations
     ]
+    # Dates its sitemaps and feeds claimed (issue 37): evidence beside the fetches.
+    shown["hints"] = [{k: _jsonable(v) for k, v in h.items()} for h in hints]
     # The URL's run of failures and its host's (robots.txt included), until they work again.
     shown["failing"] = [
         {"scope": "host" if f["url_id"] == 0 else "url", "url": f["url"],
@@ -360,6 +368,10 @@ def render_url(shown: dict[str, Any]) -> str:
     lines = [f"{k:<24} {_shown(shown[k])}" for k in (*URL_FIELDS, "region")]
     if shown.get("site_patterns") is not None:
         lines.append(f"{'site_patterns':<24} {shown['site_patterns']}")
+    if shown.get("schedule_bounds") is not None:
+        from crawler.commands.bound import bounds_line
+
+        lines.append(f"{'schedule_bounds':<24} {bounds_line(shown['schedule_bounds'])}")
     for f in shown.get("failing", ()):
         lines.append(f"{'failing (' + f['scope'] + ')':<24} {f['failures']} failures since "
                      f"{f['since']}, last {f['error_kind']} ({f['url']})")
@@ -372,4 +384,10 @@ def render_url(shown: dict[str, Any]) -> str:
             f"{_shown(o['bytes']):>8} {_shown(o['simhash_distance']):>4} "
             f"{_shown(o['changed'])}"
         )
+    if shown.get("hints"):
+        lines.append("")
+        lines.append(f"{'claimed_at':<33} {'kind':<10} {'seen_at':<33} source")
+        for h in shown["hints"]:
+            lines.append(f"{h['claimed_at']:<33} {h['kind']:<10} {h['seen_at']:<33} "
+                         f"{h['source']}")
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Mistakes a user can fix become one line on stderr and exit status 2, never a traceback.
 
-Exit statuses, as the README documents them: 0 done; 1 done in part (some input rejected,
+Exit statuses, as README.md documents them: 0 done; 1 done in part (some input rejected,
 or interrupted with Ctrl-C after committing some of it); 2 nothing done because of a usage
 or configuration error, the line naming the setting, option or command that fixes it; 4 a
 stored record is missing or damaged (one line naming it; ``crawler verify`` finds them all).

@@ -49,7 +49,7 @@ def status_line(status: int | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from crawler.commands.errors import DAMAGED
-    from crawler.store.damage import RecordDamaged
+    from crawler.store.damage import MISSING, RecordDamaged
     from crawler.store.index import load_body, version_at
 
     url, stored, region = stored_versions(args)
@@ -61,7 +61,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         body = load_body(store_root(args), stored, version)
     except RecordDamaged as exc:
-        print(f"crawler get: {url} at {version.fetched_at.isoformat()}: {exc.message}",
+        message = exc.message
+        if exc.kind == MISSING:  # in a fleet, maybe another machine's file: say which
+            from crawler.commands.collection_args import with_conn
+            from crawler.store.index import elsewhere
+
+            root, file = store_root(args), exc.file
+            message = with_conn(args, lambda conn: elsewhere(conn, root, file)) or message
+        print(f"crawler get: {url} at {version.fetched_at.isoformat()}: {message}",
               file=sys.stderr)
         return DAMAGED
     except (OSError, LookupError, ValueError) as exc:

@@ -144,13 +144,14 @@ async def _remove(url: str, urls: list[str], host: str | None, confirm: Any) -> 
 
 
 async def _remove_observations(conn: Any, rows: list[Any]) -> None:
-    """The observations of the URLs just removed (``rows``: their id and host_id), which no
-    foreign key cascades to (migration 0023_observations_without_url_fk)."""
+    """The observations and sitemap date hints of the URLs just removed (``rows``: their id
+    and host_id), which no foreign key cascades to (migrations 0023, 0030)."""
     if rows:
         from crawler.db.queries import QUERIES
 
-        await conn.execute(QUERIES["remove_observations"], [r["id"] for r in rows],
-                           [r["host_id"] for r in rows])
+        for name in ("remove_observations", "remove_url_hints"):
+            await conn.execute(QUERIES[name], [r["id"] for r in rows],
+                               [r["host_id"] for r in rows])
 
 
 # Rounds for the hosts a daemon's write held locked at the first try.

@@ -111,7 +111,7 @@ def alert_payload(
     first_failed_at_iso: str,
     status: int | None,
 ) -> dict[str, Any]:
-    """The JSON of a ``failing`` or ``recovered`` event (README, "Alerts")."""
+    """The JSON of a ``failing`` or ``recovered`` event (docs/COLLECTION.md, "Alerts")."""
     return {
         "kind": kind,
         "scope": "host" if row.url_id == HOST else "url",

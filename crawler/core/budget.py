@@ -99,13 +99,16 @@ def plan_population(
     *,
     objective: Objective = "freshness",
     beta_days: float = 1.0,
-    min_interval_days: float,
-    max_interval_days: float,
+    min_interval_days: ArrayLike,
+    max_interval_days: ArrayLike,
     host_index: ArrayLike | None = None,
     host_delays_seconds: ArrayLike | None = None,
     mu_hint: float | None = None,
 ) -> PopulationPlan:
-    """Solve μ for the budget under per-host caps; report the plan's expected quality."""
+    """Solve μ for the budget under per-host caps; report the plan's expected quality.
+
+    The interval bounds are one value for all URLs or one per URL (a watcher's own bounds,
+    crawler.core.url_bounds): box constraints in the same solve."""
     rates = np.asarray(change_rates_per_day, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     caps = None if host_delays_seconds is None else host_caps_per_day(host_delays_seconds)

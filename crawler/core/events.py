@@ -34,7 +34,7 @@ def event_payload(
     warc_file: str | None,
     warc_offset: int | None,
 ) -> dict[str, Any]:
-    """The event JSON (README, "Change events"); the outbox adds its ``id``."""
+    """The event JSON (docs/COLLECTION.md, "Change events"); the outbox adds its ``id``."""
     return {
         "kind": kind,
         "url": url,

@@ -100,6 +100,11 @@ class UrlRecord:
     # when it was not taken: a URL fingerprinted while it was not watched exactly).
     exact: bool = False
     last_text_hash: bytes | None = None
+    # ``crawler bound``: the watcher's own shortest and longest interval (seconds, None: the
+    # crawler's setting) and weekly windows when fetching is allowed (crawler.core.url_bounds).
+    own_min_interval_seconds: float | None = None
+    own_max_interval_seconds: float | None = None
+    fetch_windows: str = ""
 
     @property
     def out_links_unread(self) -> bool:

@@ -23,6 +23,7 @@ from crawler.core.estimate import ChangeHistory, GammaPrior, fast_posterior_rate
 from crawler.core.model import OK, SECONDS_PER_DAY, Observation, Schedule, UrlRecord
 from crawler.core.plan import fetch_rates
 from crawler.core.schedule import SchedulePolicy, next_fetch, uniform_interval_seconds
+from crawler.core.url_bounds import interval_bound_arrays
 
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -67,17 +68,45 @@ def policy_moved(walked: SchedulePolicy | None, new: SchedulePolicy) -> bool:
     )
 
 
+def interval_bounds_days(
+    policy: SchedulePolicy,
+    size: int,
+    own_min_seconds: FloatArray | None = None,
+    own_max_seconds: FloatArray | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """Each URL's (shortest, longest) interval in days: its own bounds (``crawler bound``; NaN
+    where it has none) or the policy's, by the rule the worker applies to one URL
+    (crawler.core.schedule.own_interval_bounds_seconds)."""
+    none = np.full(size, np.nan)
+    shortest, longest = interval_bound_arrays(
+        none if own_min_seconds is None else np.asarray(own_min_seconds, dtype=np.float64),
+        none if own_max_seconds is None else np.asarray(own_max_seconds, dtype=np.float64),
+        policy.min_interval_seconds,
+        policy.max_interval_seconds,
+    )
+    return shortest / SECONDS_PER_DAY, longest / SECONDS_PER_DAY
+
+
 def planned_rates(
-    change_rates: FloatArray, importance: FloatArray, policy: SchedulePolicy
+    change_rates: FloatArray,
+    importance: FloatArray,
+    policy: SchedulePolicy,
+    own_min_seconds: FloatArray | None = None,
+    own_max_seconds: FloatArray | None = None,
 ) -> FloatArray:
-    """The fetch rate ``policy`` gives each URL: the uniform one, or the optimum for its μ."""
+    """The fetch rate ``policy`` gives each URL: the uniform one, or the optimum for its μ,
+    within each URL's own interval bounds (NaN where it has none), as the worker gives it."""
+    shortest, longest = interval_bounds_days(
+        policy, change_rates.size, own_min_seconds, own_max_seconds
+    )
     if policy.mode == "uniform" or policy.mu is None:
-        return np.full(change_rates.shape, SECONDS_PER_DAY / uniform_interval_seconds(policy))
+        uniform = uniform_interval_seconds(policy) / SECONDS_PER_DAY
+        return np.asarray(1.0 / np.clip(uniform, shortest, longest), dtype=np.float64)
     rates: FloatArray = fetch_rates(
         change_rates, importance, policy.mu, policy.objective,
         beta_days=policy.beta_seconds / SECONDS_PER_DAY,
-        min_interval_days=policy.min_interval_seconds / SECONDS_PER_DAY,
-        max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
+        min_interval_days=shortest,
+        max_interval_days=longest,
     )
     return rates
 
@@ -116,10 +145,12 @@ def moved_urls(
     change_rates: FloatArray,
     importance: FloatArray,
     policy: SchedulePolicy,
+    own_min_seconds: FloatArray | None = None,
+    own_max_seconds: FloatArray | None = None,
 ) -> BoolArray:
     """Which URLs' fetch rate under ``policy`` moved materially from the stored one (a
-    URL with no stored rate always counts as moved)."""
-    new = planned_rates(change_rates, importance, policy)
+    URL with no stored rate always counts as moved); own bounds as in ``planned_rates``."""
+    new = planned_rates(change_rates, importance, policy, own_min_seconds, own_max_seconds)
     old = stored_fetch_rates
     moved: BoolArray = (old <= 0) | (np.abs(new - old) > RESCHEDULE_RELATIVE_CHANGE * old)
     return moved

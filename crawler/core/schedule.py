@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from crawler.core.estimate import (
@@ -33,6 +33,7 @@ from crawler.core.model import (
 )
 from crawler.core.periodic import PeriodicModel, next_update_after
 from crawler.core.plan import Objective, fetch_rate_for, next_fetch_time
+from crawler.core.url_bounds import interval_bounds, next_allowed, parse_windows
 
 FIRST_RETRY_SECONDS = 60.0
 
@@ -130,6 +131,7 @@ def optimal_fetch_rate_per_day(
     importance: float,
     policy: SchedulePolicy,
     min_interval_days: float | None = None,
+    max_interval_days: float | None = None,
 ) -> float:
     """The Lagrange-optimal fetch rate for μ (section 5), within the interval bounds."""
     assert policy.mu is not None
@@ -139,20 +141,47 @@ def optimal_fetch_rate_per_day(
         policy.mu,
         policy.objective,
         min_interval_days or policy.min_interval_seconds / SECONDS_PER_DAY,
-        policy.max_interval_seconds / SECONDS_PER_DAY,
+        max_interval_days or policy.max_interval_seconds / SECONDS_PER_DAY,
         beta_days=policy.beta_seconds / SECONDS_PER_DAY,
     )
 
 
+def own_interval_bounds_seconds(record: UrlRecord, policy: SchedulePolicy) -> tuple[float, float]:
+    """The URL's (shortest, longest) interval: its own bounds (``crawler bound``) where it has
+    them, the policy's otherwise (crawler.core.url_bounds.interval_bounds)."""
+    return interval_bounds(
+        record.own_min_interval_seconds,
+        record.own_max_interval_seconds,
+        policy.min_interval_seconds,
+        policy.max_interval_seconds,
+    )
+
+
 def min_interval_days(record: UrlRecord, policy: SchedulePolicy) -> float:
-    """The URL's shortest revisit interval: the policy's, or its update period when it is
-    timed by a clock. A clocked page gains nothing from a second fetch in one cycle, and the
-    planner must count exactly what it will spend (docs/MODEL.md section 3.2)."""
-    shortest = policy.min_interval_seconds / SECONDS_PER_DAY
+    """The URL's shortest revisit interval: its own or the policy's, or its update period when
+    it is timed by a clock. A clocked page gains nothing from a second fetch in one cycle, and
+    the planner must count exactly what it will spend (docs/MODEL.md section 3.2)."""
+    shortest_seconds, longest_seconds = own_interval_bounds_seconds(record, policy)
+    shortest = shortest_seconds / SECONDS_PER_DAY
     model = timing_model(record, policy)
     if model is None:
         return shortest
-    return min(max(shortest, model.period_days), policy.max_interval_seconds / SECONDS_PER_DAY)
+    return min(max(shortest, model.period_days), longest_seconds / SECONDS_PER_DAY)
+
+
+def within_own_schedule(record: UrlRecord, now: float, schedule: Schedule) -> Schedule:
+    """``schedule`` held to the URL's own bounds (``crawler bound``) and pushed into its next
+    allowed window. Every outcome goes through this, failures included: a watcher who asked
+    for "at least every 30 s" hears of a broken page that soon, and one who asked for "never
+    more often than every 10 min" is never sent more, whatever the backoff or the plan."""
+    at = schedule.next_fetch_at
+    if record.own_min_interval_seconds is not None:
+        at = max(at, now + record.own_min_interval_seconds)
+    if record.own_max_interval_seconds is not None:
+        at = min(at, now + record.own_max_interval_seconds)
+    if record.fetch_windows:
+        at = next_allowed(parse_windows(record.fetch_windows), at)
+    return schedule if at == schedule.next_fetch_at else replace(schedule, next_fetch_at=at)
 
 
 def update_delay_seconds(model: PeriodicModel, policy: SchedulePolicy) -> float:
@@ -183,8 +212,25 @@ def next_fetch(
 
     The only writer rule of ``next_fetch_at`` after a fetch. A URL robots.txt forbids is
     rechecked when the host's robots.txt is next fetched (``robots_expires_at``), not sooner
-    than the shortest interval.
+    than the shortest interval. The URL's own bounds and windows apply last
+    (``within_own_schedule``).
     """
+    schedule = _next_fetch(record, obs, policy, robots_expires_at)
+    if (
+        record.own_min_interval_seconds is None
+        and record.own_max_interval_seconds is None
+        and not record.fetch_windows
+    ):
+        return schedule
+    return within_own_schedule(record, obs.fetched_at, schedule)
+
+
+def _next_fetch(
+    record: UrlRecord,
+    obs: Observation,
+    policy: SchedulePolicy,
+    robots_expires_at: float | None,
+) -> Schedule:
     now = obs.fetched_at
     if obs.outcome == DISALLOWED:
         return Schedule(max(robots_expires_at or now, now + policy.min_interval_seconds))
@@ -195,18 +241,20 @@ def next_fetch(
     if obs.outcome not in CONTENT_OUTCOMES:
         return Schedule(now + failure_retry_seconds(record.consecutive_failures, policy))
     change_rate = estimated_rate_per_day(record, policy)
+    shortest, longest = own_interval_bounds_seconds(record, policy)
     if policy.mode == "uniform" or policy.mu is None:
-        interval = uniform_interval_seconds(policy)
+        interval = min(max(uniform_interval_seconds(policy), shortest), longest)
         return Schedule(now + interval, change_rate, SECONDS_PER_DAY / interval)
     fetch_rate = optimal_fetch_rate_per_day(
-        change_rate, record.importance, policy, min_interval_days(record, policy)
+        change_rate, record.importance, policy, min_interval_days(record, policy),
+        longest / SECONDS_PER_DAY,
     )
     periodic = timing_model(record, policy)
     next_days = next_fetch_time(
         now / SECONDS_PER_DAY,
         fetch_rate,
         periodic,
-        max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
+        max_interval_days=longest / SECONDS_PER_DAY,
         min_update_delay_days=policy.min_interval_seconds / SECONDS_PER_DAY,
         saw_change=bool(obs.changed),
     )

@@ -12,6 +12,7 @@ Pure: no clock, no I/O.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -134,6 +135,12 @@ def plan_from_row(row: Mapping[str, Any]) -> Plan:
     )
 
 
+def _finite(value: float | None) -> float | None:
+    """JSON has no NaN or infinity (PostgreSQL refuses them): an estimate that is not a
+    number is stored as unknown."""
+    return value if value is None or math.isfinite(value) else None
+
+
 def plan_document(plan: Plan) -> str:
     """The plan as the JSON object the ``store_plan`` statement reads, by column name."""
     s = plan.solved_for
@@ -148,13 +155,13 @@ def plan_document(plan: Plan) -> str:
         "budget_setting_per_day": s.budget_setting_per_day,
         "budget_per_day": plan.budget_per_day,
         "budget_source": plan.budget_source,
-        "mu": plan.mu,
+        "mu": _finite(plan.mu),
         "prior_shape": plan.prior.shape,
         "prior_rate": plan.prior.rate,
         "host_priors": host_priors_document(plan.host_priors),
-        "estimated_freshness": plan.estimated_freshness,
-        "estimated_beta_currency": plan.estimated_beta_currency,
-        "achieved_per_day": plan.achieved_per_day,
+        "estimated_freshness": _finite(plan.estimated_freshness),
+        "estimated_beta_currency": _finite(plan.estimated_beta_currency),
+        "achieved_per_day": _finite(plan.achieved_per_day),
         "sampled": plan.sampled,
         "population": plan.population,
-    })
+    }, allow_nan=False)

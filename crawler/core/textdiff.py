@@ -1,24 +1,33 @@
 """Visible text as lines, and the differences between two versions of it.
 
-Pure: ``crawler get --text``, ``crawler diff`` and the change events all call these on text
-recomputed from the stored body by the same parser that computed the fingerprint
-(``crawler.core.extract.parse_page``), so what a user diffs is what the simhash saw.
+Pure: ``crawler get --text``, ``crawler diff`` and the change events all take text from the
+same bounded parse that computed the fingerprint (``crawler.core.bounds.parse_bounded``), so
+what a user diffs is what the simhash saw. A change event diffs the text the fetch's
+transition already extracted against its previous version's.
 
-Every diff here is bounded in time: the common head and tail are skipped in linear time (a
-price changed on a long page leaves a middle of a few words), and a middle too long for
-``difflib`` to align within bounds is shown as one replaced block. Either way every line and
-word that differs is shown; only the alignment inside a huge rewrite is coarser.
+Every diff here is bounded in time and input. Past ``MAX_DIFF_ITEMS`` lines (or words) a side,
+the rest is not compared (the change says it was cut). The common head and tail are skipped in
+linear time (a price changed on a long page leaves a middle of a few words); a middle small
+enough is aligned by ``difflib`` exactly; a larger one is anchored on the items that occur
+once in each version (patience diff, O(n log n)), and only the gaps between anchors go to
+``difflib``, within a total budget of comparisons, past which a gap is shown as one replaced
+block. ``difflib`` alone is quadratic: 10,000 lines with every other one changed took 14 s.
+Either way every line and word that differs is shown; only the alignment inside a huge
+rewrite is coarser.
 """
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
+from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from crawler.core.extract import parse_page
+from crawler.core.bounds import parse_bounded
+from crawler.core.model import OK, FetchResult
 from crawler.core.observe import is_html
 from crawler.core.region import Region
 
@@ -29,9 +38,15 @@ MAX_EVENT_CHARS: Final = 8000
 MAX_EVENT_WORD_CHANGES: Final = 20
 MAX_EVENT_WORD_CHARS: Final = 4000
 WORD_CONTEXT: Final = 5
-# The longest middle (items of both versions after the common head and tail) that difflib
-# aligns: past it, its cost (quadratic at worst) would be seconds.
-MAX_ALIGNED_ITEMS: Final = 20_000
+# The most lines (or words) of a version that are compared: past them a change is cut, so that
+# no page, however long, costs a diff more than this many items' work.
+MAX_DIFF_ITEMS: Final = 100_000
+# Comparisons difflib may make in one diff (the product of the lengths of each span it aligns,
+# its worst case): about 0.2 s of CPU. An alignment past it anchors on unique items instead.
+DIFFLIB_BUDGET: Final = 1_000_000
+# How many times a gap between anchors is anchored again on its own unique items; deeper gaps
+# are one replaced block (each level is linear, so this bounds the whole to O(n log n)).
+MAX_ANCHOR_DEPTH: Final = 4
 # difflib's own threshold for its popular-element heuristic; below it autojunk does nothing.
 _AUTOJUNK_FROM: Final = 200
 
@@ -54,14 +69,31 @@ def page_text(
     body: bytes, content_type: str | None, region: Region | None = None
 ) -> tuple[list[str], int | None]:
     """``text_lines`` and the simhash of the same text (None for a body that is not HTML),
-    from one parse: what ``crawler diff`` shows and the distance it states."""
-    if is_html(content_type, body):
-        page = parse_page(body, content_type, region=region)
-        raw, simhash = page.raw_text, page.simhash
-    else:
-        raw, simhash = body.decode("utf-8", errors="replace"), None
+    from one bounded parse: what ``crawler diff`` shows and the distance it states."""
+    raw, simhash = body_text(body, content_type, region)
+    return split_lines(raw), simhash
+
+
+def body_text(
+    body: bytes, content_type: str | None, region: Region | None = None
+) -> tuple[str, int | None]:
+    """The visible text of a body as the fetch path's bounded parse extracts it (the region's
+    only, with one), and its simhash (None when not HTML). A body the bounded parse refuses
+    (binary, or a parser failure) has no text, as it had no fingerprint."""
+    if not is_html(content_type, body):
+        return body.decode("utf-8", errors="replace"), None
+    _, page = parse_bounded(
+        FetchResult(fetched_at=0.0, duration_seconds=0.0, outcome=OK, status=200, body=body,
+                    content_type=content_type),
+        region=region,
+    )
+    return ("", None) if page is None else (page.raw_text, page.simhash)
+
+
+def split_lines(raw: str) -> list[str]:
+    """Extracted text as diff lines: one per source line, whitespace collapsed, none empty."""
     lines = (" ".join(line.split()) for line in raw.splitlines())
-    return [line for line in lines if line], simhash
+    return [line for line in lines if line]
 
 
 _DIGITS = re.compile(r"\d+")
@@ -73,11 +105,13 @@ def cosmetic_key(line: str) -> str:
     return _DIGITS.sub("#", line)
 
 
-def bounded_opcodes(old: Sequence[Hashable], new: Sequence[Hashable]) -> list[Opcode]:
+def bounded_opcodes(
+    old: Sequence[Hashable], new: Sequence[Hashable], budget: int = DIFFLIB_BUDGET
+) -> list[Opcode]:
     """``difflib.SequenceMatcher(a=old, b=new).get_opcodes()``, within bounds: the common
-    head and tail are found in linear time, and only the middle between them is aligned (as
-    one replaced block when longer than ``MAX_ALIGNED_ITEMS``). Blocks tagged equal are
-    equal, and every differing item is in a block that is not."""
+    head and tail are found in linear time, a middle within ``budget`` comparisons is aligned
+    by difflib, a longer one is anchored on unique items first (see the module). Blocks tagged
+    equal are equal, and every differing item is in a block that is not."""
     n, m = len(old), len(new)
     head = 0
     while head < n and head < m and old[head] == new[head]:
@@ -88,20 +122,119 @@ def bounded_opcodes(old: Sequence[Hashable], new: Sequence[Hashable]) -> list[Op
     codes: list[Opcode] = []
     if head:
         codes.append(("equal", 0, head, 0, head))
-    a, b = old[head : n - tail], new[head : m - tail]
-    if a or b:
-        if len(a) + len(b) > MAX_ALIGNED_ITEMS:
-            codes.append(("replace" if a and b else "delete" if a else "insert",
-                          head, n - tail, head, m - tail))
-        else:
-            matcher = difflib.SequenceMatcher(
-                a=a, b=b, autojunk=len(a) + len(b) >= _AUTOJUNK_FROM
-            )
-            codes += [(tag, i1 + head, i2 + head, j1 + head, j2 + head)
-                      for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
+    left = [budget]
+    codes += _align(old, new, head, n - tail, head, m - tail, left, 0)
     if tail:
         codes.append(("equal", n - tail, n, m - tail, m))
+    return _merged(codes)
+
+
+def _changed(i1: int, i2: int, j1: int, j2: int) -> list[Opcode]:
+    """The block for spans that differ throughout (none when both are empty)."""
+    if i1 == i2 and j1 == j2:
+        return []
+    tag = "replace" if i1 < i2 and j1 < j2 else "delete" if i1 < i2 else "insert"
+    return [(tag, i1, i2, j1, j2)]
+
+
+def _align(
+    old: Sequence[Hashable], new: Sequence[Hashable], i1: int, i2: int, j1: int, j2: int,
+    budget: list[int], depth: int,
+) -> list[Opcode]:
+    """Opcodes for ``old[i1:i2]`` against ``new[j1:j2]``, whose ends differ. ``budget`` is
+    the difflib comparisons left, shared by every gap of one diff."""
+    if i1 == i2 or j1 == j2:
+        return _changed(i1, i2, j1, j2)
+    cost = (i2 - i1) * (j2 - j1)
+    if cost <= budget[0]:
+        budget[0] -= cost
+        a, b = old[i1:i2], new[j1:j2]
+        matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=len(a) + len(b) >= _AUTOJUNK_FROM)
+        return [(tag, x1 + i1, x2 + i1, y1 + j1, y2 + j1)
+                for tag, x1, x2, y1, y2 in matcher.get_opcodes()]
+    anchors = _unique_anchors(old, new, i1, i2, j1, j2) if depth < MAX_ANCHOR_DEPTH else []
+    if not anchors:
+        return _in_place(old, new, i1, i2, j1, j2)
+    codes: list[Opcode] = []
+    p, q = i1, j1
+    for i, j in [*anchors, (i2, j2)]:
+        # The gap before this anchor, less the common head and tail its ends share.
+        x1, y1, x2, y2 = p, q, i, j
+        while x1 < x2 and y1 < y2 and old[x1] == new[y1]:
+            x1, y1 = x1 + 1, y1 + 1
+        while x2 > x1 and y2 > y1 and old[x2 - 1] == new[y2 - 1]:
+            x2, y2 = x2 - 1, y2 - 1
+        if x1 > p:
+            codes.append(("equal", p, x1, q, y1))
+        codes += _align(old, new, x1, x2, y1, y2, budget, depth + 1)
+        if x2 < i:
+            codes.append(("equal", x2, i, y2, j))
+        if i < i2:
+            codes.append(("equal", i, i + 1, j, j + 1))
+        p, q = i + 1, j + 1
     return codes
+
+
+def _in_place(
+    old: Sequence[Hashable], new: Sequence[Hashable], i1: int, i2: int, j1: int, j2: int
+) -> list[Opcode]:
+    """Spans with nothing to anchor on: compared item by item when they are as long (a table
+    whose cells changed in place, rows repeating), else one replaced block."""
+    if i2 - i1 != j2 - j1:
+        return _changed(i1, i2, j1, j2)
+    codes: list[Opcode] = []
+    for k in range(i2 - i1):
+        same = old[i1 + k] == new[j1 + k]
+        codes.append(("equal" if same else "replace", i1 + k, i1 + k + 1, j1 + k, j1 + k + 1))
+    return _merged(codes)
+
+
+def _unique_anchors(
+    old: Sequence[Hashable], new: Sequence[Hashable], i1: int, i2: int, j1: int, j2: int
+) -> list[tuple[int, int]]:
+    """Patience diff's anchors: the items that occur exactly once in ``old[i1:i2]`` and once
+    in ``new[j1:j2]``, the longest run of them in the same order in both (as index pairs)."""
+    in_old = Counter(old[i1:i2])
+    in_new = Counter(new[j1:j2])
+    where = {new[j]: j for j in range(j1, j2) if in_new[new[j]] == 1}
+    pairs = [(i, where[old[i]]) for i in range(i1, i2)
+             if in_old[old[i]] == 1 and old[i] in where]
+    # Longest increasing subsequence of the new positions, in the old order (patience sort).
+    tops: list[int] = []  # the new position ending the best run of each length
+    ends: list[int] = []  # the pair index of that run's end
+    back: list[int] = []
+    for k, (_, j) in enumerate(pairs):
+        at = bisect.bisect_left(tops, j)
+        back.append(ends[at - 1] if at else -1)
+        if at == len(tops):
+            tops.append(j)
+            ends.append(k)
+        else:
+            tops[at], ends[at] = j, k
+    run: list[tuple[int, int]] = []
+    k = ends[-1] if ends else -1
+    while k >= 0:
+        run.append(pairs[k])
+        k = back[k]
+    run.reverse()
+    return run
+
+
+def _merged(codes: list[Opcode]) -> list[Opcode]:
+    """Adjacent blocks of the same kind (equal, or not) as one, as difflib never splits them."""
+    out: list[Opcode] = []
+    for code in codes:
+        if code[1] == code[2] and code[3] == code[4]:
+            continue
+        if out and (out[-1][0] == "equal") == (code[0] == "equal"):
+            _, i1, _, j1, _ = out[-1]
+            if code[0] == "equal":
+                out[-1] = ("equal", i1, code[2], j1, code[4])
+            else:
+                out[-1] = _changed(i1, code[2], j1, code[4])[0]
+            continue
+        out.append(code)
+    return out
 
 
 def _grouped(codes: list[Opcode], context: int) -> Iterator[list[Opcode]]:
@@ -148,6 +281,16 @@ def unified_diff(
     return out
 
 
+def _first_words(lines: Sequence[str], limit: int) -> list[str]:
+    """The first ``limit`` words of ``lines`` (a page of one huge line is cut, not split whole)."""
+    words: list[str] = []
+    for line in lines:
+        words += line.split(maxsplit=limit - len(words))[: limit - len(words)]
+        if len(words) >= limit:
+            break
+    return words
+
+
 @dataclass(frozen=True, slots=True)
 class WordChange:
     """Words removed and added at one place, with a few words of context either side."""
@@ -181,11 +324,13 @@ def word_changes(
     """Every place where the words of two versions' lines differ, numbers included, in order,
     each with ``context`` words either side; and whether the bounds (at most ``max_changes``
     places and ``max_chars`` characters of removed and added words) cut any."""
-    a = [word for line in old for word in line.split()]
-    b = [word for line in new for word in line.split()]
+    a = _first_words(old, MAX_DIFF_ITEMS + 1)
+    b = _first_words(new, MAX_DIFF_ITEMS + 1)
+    # Past the bound the words are not compared, and the change says it was cut.
+    truncated = len(a) > MAX_DIFF_ITEMS or len(b) > MAX_DIFF_ITEMS
+    a, b = a[:MAX_DIFF_ITEMS], b[:MAX_DIFF_ITEMS]
     changes: list[WordChange] = []
     budget = max_chars
-    truncated = False
     differing = [code for code in bounded_opcodes(a, b) if code[0] != "equal"]
     for n, (_, i1, i2, j1, j2) in enumerate(differing):
         if (max_changes is not None and n >= max_changes) or (budget is not None
@@ -237,7 +382,9 @@ def line_changes(
     added: list[str] = []
     removed: list[str] = []
     budget = max_chars
-    truncated = False
+    # Past the bound the lines are not compared, and the change says it was cut.
+    truncated = len(old) > MAX_DIFF_ITEMS or len(new) > MAX_DIFF_ITEMS
+    old, new = old[:MAX_DIFF_ITEMS], new[:MAX_DIFF_ITEMS]
     opcodes = bounded_opcodes(old, new)
     if not numbers:
         masked = bounded_opcodes([cosmetic_key(x) for x in old], [cosmetic_key(x) for x in new])

@@ -114,6 +114,9 @@ class Transition:
     seed: str | None  # a permanent redirect's target, seeded as a URL of its own
     window: WindowUpdate | None
     event: ChangeEvent | None
+    # The page's visible text (its watched region's) as this fetch's parse extracted it: what
+    # a change event diffs, so that the page is not parsed twice. None when it was not parsed.
+    text: str | None = None
 
     @property
     def url_id(self) -> int:
@@ -265,4 +268,5 @@ def transition(
         else None,
         window=window,
         event=change_event(record, obs),
+        text=None if page is None else page.raw_text,
     )

@@ -47,7 +47,13 @@ from crawler.core.budget import (
 )
 from crawler.core.estimate import DEFAULT_PRIOR, ChangeHistory, GammaPrior, fit_gamma_prior
 from crawler.core.model import SECONDS_PER_DAY
-from crawler.core.replan import current_rates, moved_urls, policy_moved, replanned
+from crawler.core.replan import (
+    current_rates,
+    interval_bounds_days,
+    moved_urls,
+    policy_moved,
+    replanned,
+)
 from crawler.core.schedule import SchedulePolicy, uniform_interval_seconds
 from crawler.core.stored_plan import (
     BUDGET_FROM_DEFAULT,
@@ -149,6 +155,9 @@ class Sample:
     histories: dict[str, list[ChangeHistory]]
     population: float
     url_histories: list[ChangeHistory | None]  # per sampled URL, None where it has none
+    # The URLs' own interval bounds (crawler bound), in seconds; NaN where they have none.
+    own_min_seconds: np.ndarray | None = None
+    own_max_seconds: np.ndarray | None = None
 
 
 async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -> Sample:
@@ -219,9 +228,14 @@ class _SampleRows:
         self.delays: list[float] = []
         self.histories: dict[str, list[ChangeHistory]] = defaultdict(list)
         self.url_histories: list[ChangeHistory | None] = []
+        self.own_min: list[float] = []
+        self.own_max: list[float] = []
 
     def add(self, row: asyncpg.Record) -> None:
         nan = float("nan")
+        own_min, own_max = row["own_min_interval_seconds"], row["own_max_interval_seconds"]
+        self.own_min.append(nan if own_min is None else own_min)
+        self.own_max.append(nan if own_max is None else own_max)
         self.host_ids.append(row["host_id"])
         self.importance.append(row["importance"])
         rate = row["change_rate_per_day"]
@@ -247,6 +261,8 @@ class _SampleRows:
             dict(self.histories),
             population,
             self.url_histories,
+            np.array(self.own_min, dtype=np.float64),
+            np.array(self.own_max, dtype=np.float64),
         )
 
 
@@ -380,7 +396,10 @@ def _uniform_estimates(
 ) -> tuple[float, float]:
     """The uniform schedule's expected freshness and β-currency on the sample."""
     rates = _sample_rates(sample, prior, host_priors)
-    uniform = np.full(rates.shape, SECONDS_PER_DAY / uniform_interval_seconds(policy))
+    shortest, longest = interval_bounds_days(
+        policy, rates.size, sample.own_min_seconds, sample.own_max_seconds
+    )
+    uniform = 1.0 / np.clip(uniform_interval_seconds(policy) / SECONDS_PER_DAY, shortest, longest)
     return collection_estimates(
         rates, uniform, sample.importance, policy.beta_seconds / SECONDS_PER_DAY
     )
@@ -436,14 +455,19 @@ def _solve_sample(
     delays = np.where(
         np.isnan(crawl_delays), politeness_delay, np.maximum(crawl_delays, politeness_delay)
     )
+    # Each URL's own bounds (crawler bound) are box constraints of the same solve: what they
+    # force is spent first, the rest of the budget goes where it does most good.
+    shortest, longest = interval_bounds_days(
+        policy, rates.size, sample.own_min_seconds, sample.own_max_seconds
+    )
     return plan_population(
         rates,
         sample.importance,
         budget_per_day * fraction,
         objective=policy.objective,
         beta_days=policy.beta_seconds / SECONDS_PER_DAY,
-        min_interval_days=policy.min_interval_seconds / SECONDS_PER_DAY,
-        max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
+        min_interval_days=shortest,
+        max_interval_days=longest,
         host_index=host_index,
         host_delays_seconds=delays / fraction,
         mu_hint=policy.mu,
@@ -494,7 +518,11 @@ async def reschedule(
             histories, stored, host_ids.tolist(), policy.prior, policy.host_priors
         )
         weights = np.array([r["importance"] for r in rows], dtype=np.float64)
-        moved = moved_urls(old, change, weights, policy)
+        own_min = np.array([np.nan if r["own_min_interval_seconds"] is None
+                            else r["own_min_interval_seconds"] for r in rows], dtype=np.float64)
+        own_max = np.array([np.nan if r["own_max_interval_seconds"] is None
+                            else r["own_max_interval_seconds"] for r in rows], dtype=np.float64)
+        moved = moved_urls(old, change, weights, policy, own_min, own_max)
         if moved.any():
             count, hosts = await _reschedule_ids(
                 pool, ids[moved].tolist(), host_ids[moved].tolist(), policy

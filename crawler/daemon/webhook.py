@@ -1,11 +1,11 @@
 """Side task: deliver the change-event outbox to ``CRAWLER_WEBHOOK_URL``.
 
-Contract (README, "Change events"): each event is POSTed as one JSON object; any 2xx answer
-delivers it; anything else (another status, a refused connection, a timeout) is retried with
-exponential backoff up to ``max_backoff`` seconds. Events of one URL are delivered in outbox
-order: while an event waits to be retried, the URL's later events wait behind it. Delivery is
-at least once: an event is marked delivered after its 2xx, so a crash in between sends it
-again (receivers dedupe on ``id``, also sent as ``webhook-id``). The target passes the same
+Contract (docs/COLLECTION.md, "Change events"): each event is POSTed as one JSON object; any
+2xx answer delivers it; anything else (another status, a refused connection, a timeout) is
+retried with exponential backoff up to ``max_backoff`` seconds. Events of one URL are delivered
+in outbox order: while an event waits to be retried, the URL's later events wait behind it.
+Delivery is at least once: an event is marked delivered after its 2xx, so a crash in between
+sends it again (receivers dedupe on ``id``, also sent as ``webhook-id``). The target passes the same
 SSRF policy as any fetch.
 
 A webhook starts from now: the first time a URL is configured, the newest event's id is

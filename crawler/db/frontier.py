@@ -574,6 +574,9 @@ def record_from_row(row: asyncpg.Record) -> UrlRecord:
         bool(row.get("out_links_read")),
         bool(row.get("watch_exact") or row.get("site_watch_exact")),
         row.get("last_text_hash"),
+        row.get("own_min_interval_seconds"),
+        row.get("own_max_interval_seconds"),
+        row.get("fetch_windows") or "",
     )
 
 

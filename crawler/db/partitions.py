@@ -15,8 +15,8 @@ holds the maintenance lock. Each round, for each table:
   change_events whose whole month is older than the retention. An outbox month that still
   holds undelivered events while a webhook is configured is kept (and logged) until they are
   delivered. The WARC index is never dropped here: its rows are the only way to the stored
-  versions, and a revisit record refers to an older response's row (README, "Partitions and
-  retention").
+  versions, and a revisit record refers to an older response's row (docs/OPERATIONS.md,
+  "Partitions and retention").
 
 Every DDL statement runs in a short transaction with ``lock_timeout`` (behind PgBouncer, each
 table's statements share one; see ``maintain``): creating or dropping a

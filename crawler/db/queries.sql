@@ -176,6 +176,7 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.update_jitter_days, lu.site_id, lu.depth, lu.lm_fetches, lu.lm_changes,
        lu.lm_observed_days, lu.lm_evidence_days, lu.watch_css, lu.ignore_css,
        lu.fingerprint_region, lu.out_links_read, lu.watch_exact, lu.last_text_hash,
+       lu.own_min_interval_seconds, lu.own_max_interval_seconds, lu.fetch_windows,
        s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css,
        s.watch_exact AS site_watch_exact
 FROM leased_hosts AS lh
@@ -431,11 +432,12 @@ SELECT min(id) AS min_id, max(id) AS max_id FROM urls;
 -- URLs upward, stopping at the stratum's end ($2) (primary key index, O(sample) rows).
 SELECT s.stratum, u.id, u.host_id, u.importance, u.change_rate_per_day,
        u.changed_intervals_days, u.unchanged_days, u.intervals_observed,
-       h.crawl_delay_seconds
+       h.crawl_delay_seconds, u.own_min_interval_seconds, u.own_max_interval_seconds
 FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS s(start_id, end_id, stratum)
 CROSS JOIN LATERAL (
     SELECT id, host_id, importance, change_rate_per_day, changed_intervals_days,
-           unchanged_days, intervals_observed
+           unchanged_days, intervals_observed, own_min_interval_seconds,
+           own_max_interval_seconds
     FROM urls
     WHERE id >= s.start_id AND id < s.end_id
       AND state IN ('new', 'active', 'error')
@@ -494,7 +496,8 @@ DELETE FROM daemons WHERE owner = $1;
 -- fetch saw content, with what decides their rate (primary key index; one small chunk per
 -- short transaction). A failing URL keeps its retry backoff.
 SELECT id, host_id, importance, change_rate_per_day, fetch_rate_per_day,
-       changed_intervals_days, unchanged_days, intervals_observed
+       changed_intervals_days, unchanged_days, intervals_observed,
+       own_min_interval_seconds, own_max_interval_seconds
 FROM urls
 WHERE id > $1
   AND state = 'active'
@@ -516,7 +519,8 @@ SELECT u.id AS url_id, u.url, u.host_id, u.state, u.importance,
        u.intervals_observed, u.change_rate_per_day, u.change_brackets_days,
        u.update_period_days, u.update_phase_days, u.update_jitter_days, u.site_id, u.depth,
        u.lm_fetches, u.lm_changes, u.lm_observed_days, u.lm_evidence_days, u.watch_css,
-       u.ignore_css, u.fingerprint_region, u.out_links_read
+       u.ignore_css, u.fingerprint_region, u.out_links_read,
+       u.own_min_interval_seconds, u.own_max_interval_seconds, u.fetch_windows
 FROM urls AS u
 JOIN unnest($1::bigint[], $2::bigint[]) AS t(id, host_id)
     ON u.id = t.id AND u.host_id = t.host_id
@@ -1400,3 +1404,186 @@ WITH marked AS (
 UPDATE urls AS u SET etag = NULL, last_modified = NULL, last_content_hash = NULL
 FROM marked AS m
 WHERE u.id = m.url_id AND u.host_id = m.host_id;
+
+-- name: store_schedule_rule
+-- `crawler bound`: the rule for a URL, pattern or host ($1 kind, $2 target): shortest $3 and
+-- longest $4 interval in seconds (NULL: the crawler's setting), windows $5 ('' for none).
+INSERT INTO schedule_rules (kind, target, min_interval_seconds, max_interval_seconds, windows)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (kind, target) DO UPDATE
+SET min_interval_seconds = EXCLUDED.min_interval_seconds,
+    max_interval_seconds = EXCLUDED.max_interval_seconds,
+    windows = EXCLUDED.windows
+RETURNING id;
+
+-- name: delete_schedule_rule
+-- `crawler bound --clear`: forget the rule for ($1 kind, $2 target).
+DELETE FROM schedule_rules WHERE kind = $1 AND target = $2 RETURNING id;
+
+-- name: schedule_rules
+-- `crawler bound --list`: every rule, by kind and target.
+SELECT kind, target, min_interval_seconds, max_interval_seconds, windows
+FROM schedule_rules ORDER BY kind, target;
+
+-- name: set_url_bounds
+-- `crawler bound URL`: the URLs $1 take shortest interval $2 and longest $3 (seconds, NULL:
+-- the crawler's setting) and windows $4 (NULL: none). The due time moves at once into the
+-- new bounds, counted from the last attempt: a year-long wait is cut to the longest interval
+-- and a due time sooner than the shortest after the last attempt is put off. Parked window
+-- pages ('infinity') stay parked: their window decides. Their hosts' due time is refreshed
+-- next (refresh_host_due).
+UPDATE urls AS u
+SET own_min_interval_seconds = $2, own_max_interval_seconds = $3, fetch_windows = $4,
+    next_fetch_at = CASE WHEN u.next_fetch_at = 'infinity' THEN u.next_fetch_at ELSE LEAST(
+        GREATEST(u.next_fetch_at, coalesce(u.last_attempt_at + make_interval(secs => $2),
+                                           u.next_fetch_at)),
+        coalesce(GREATEST(coalesce(u.last_attempt_at, now()) + make_interval(secs => $3), now()),
+                 'infinity')) END
+FROM unnest($1::text[]) AS t(url)
+WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
+RETURNING u.id, u.host_id, date_part('epoch', u.next_fetch_at) AS next_fetch_at;
+
+-- name: set_pattern_bounds
+-- `crawler bound --pattern REGEX`: set_url_bounds on every known URL the regular expression
+-- $1 matches (a scan of urls, run by hand).
+UPDATE urls AS u
+SET own_min_interval_seconds = $2, own_max_interval_seconds = $3, fetch_windows = $4,
+    next_fetch_at = CASE WHEN u.next_fetch_at = 'infinity' THEN u.next_fetch_at ELSE LEAST(
+        GREATEST(u.next_fetch_at, coalesce(u.last_attempt_at + make_interval(secs => $2),
+                                           u.next_fetch_at)),
+        coalesce(GREATEST(coalesce(u.last_attempt_at, now()) + make_interval(secs => $3), now()),
+                 'infinity')) END
+WHERE u.url ~ $1
+RETURNING u.id, u.host_id, date_part('epoch', u.next_fetch_at) AS next_fetch_at;
+
+-- name: set_host_bounds
+-- `crawler bound --host ORIGIN`: set_url_bounds on every URL of host $1.
+UPDATE urls AS u
+SET own_min_interval_seconds = $2, own_max_interval_seconds = $3, fetch_windows = $4,
+    next_fetch_at = CASE WHEN u.next_fetch_at = 'infinity' THEN u.next_fetch_at ELSE LEAST(
+        GREATEST(u.next_fetch_at, coalesce(u.last_attempt_at + make_interval(secs => $2),
+                                           u.next_fetch_at)),
+        coalesce(GREATEST(coalesce(u.last_attempt_at, now()) + make_interval(secs => $3), now()),
+                 'infinity')) END
+WHERE u.host_id = $1
+RETURNING u.id, u.host_id, date_part('epoch', u.next_fetch_at) AS next_fetch_at;
+
+-- name: move_due_times
+-- `crawler bound --window`: URLs ($1 ids on hosts $3) due at $2 instead, the start of their
+-- next allowed window (crawler.core.url_bounds.next_allowed).
+UPDATE urls AS u SET next_fetch_at = t.due
+FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[]) AS t(id, due, host_id)
+WHERE u.id = t.id AND u.host_id = t.host_id AND u.host_id = ANY($3::bigint[])
+RETURNING u.id;
+
+-- name: sitemap_host
+-- The host of a sitemap (issue 37), made known if it is not: a host row with no URLs is never
+-- ready (hosts.ready_at NULL), so only its lease and politeness clock are used, by the seeder.
+-- Returns the origin the key holds, for the caller to refuse a colliding one.
+WITH made AS (
+    INSERT INTO hosts (id, origin) VALUES ($1, $2)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING origin
+)
+SELECT origin FROM made
+UNION ALL
+SELECT origin FROM hosts WHERE id = $1;
+
+-- name: sitemap_lease_host
+-- Lease host $1 to the sitemap reader $2 for $3 seconds, as a daemon's claim would, when no
+-- live lease holds it: while held no daemon sends the host a request (hosts.ready_at moves to
+-- the lease's expiry). Returns the lease's epoch, the politeness clock, the Crawl-delay and
+-- the cached robots.txt; no row when another holds it.
+UPDATE hosts
+SET lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3),
+    lease_epoch = lease_epoch + 1
+WHERE id = $1 AND (lease_owner IS NULL OR lease_expires_at <= now())
+RETURNING lease_epoch, paused, refused_reason, crawl_delay_seconds,
+          date_part('epoch', next_request_at) AS next_request_at,
+          date_part('epoch', backoff_until) AS backoff_until,
+          robots_body, robots_status,
+          date_part('epoch', robots_fetched_at) AS robots_fetched_at,
+          date_part('epoch', robots_good_at) AS robots_good_at,
+          date_part('epoch', robots_expires_at) AS robots_expires_at,
+          date_part('epoch', robots_unreachable_since) AS robots_unreachable_since;
+
+-- name: sitemap_hold_host
+-- After a request under the sitemap reader's lease ($1 host, $2 owner, $3 epoch): the host's
+-- politeness clock moves to $4 (epoch seconds; never back) and the lease is extended by $5
+-- seconds, or dropped when $6. Returns the host when the lease still held.
+UPDATE hosts
+SET next_request_at = GREATEST(next_request_at, to_timestamp($4)),
+    lease_owner = CASE WHEN $6 THEN NULL ELSE lease_owner END,
+    lease_expires_at = CASE WHEN $6 THEN NULL ELSE now() + make_interval(secs => $5) END
+WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3
+RETURNING id;
+
+-- name: sitemap_record
+-- One sitemap or feed as last read ($1: a sitemaps row as JSON, read_at and last_modified in
+-- epoch seconds); keyed by (host_id, url).
+WITH r AS (
+    SELECT * FROM jsonb_to_record($1::jsonb) AS r(
+        host_id bigint, url text, robots_origin text, kind text, depth integer,
+        read_at double precision, status smallint, listed integer, added integer,
+        rejected integer, cut text, error text, etag text, last_modified double precision)
+)
+INSERT INTO sitemaps (host_id, url, robots_origin, kind, depth, read_at, status, listed,
+                      added, rejected, cut, error, etag, last_modified)
+SELECT host_id, url, robots_origin, kind, depth, to_timestamp(read_at), status, listed, added,
+       rejected, cut, error, etag, to_timestamp(last_modified)
+FROM r
+WHERE host_id = ($1::jsonb ->> 'host_id')::bigint
+ON CONFLICT (host_id, url) DO UPDATE
+SET robots_origin = COALESCE(excluded.robots_origin, sitemaps.robots_origin),
+    kind = excluded.kind, depth = excluded.depth, read_at = excluded.read_at,
+    status = excluded.status, listed = excluded.listed, added = excluded.added,
+    rejected = excluded.rejected, cut = excluded.cut, error = excluded.error,
+    etag = excluded.etag, last_modified = excluded.last_modified;
+
+-- name: record_url_hints
+-- Dates sitemaps and feeds claimed for known URLs ($1 URLs, $2 their host ids, $3 kinds, $4
+-- claimed dates in epoch seconds, $5 source files; each (URL, kind, date, source) once),
+-- seen at $6. A claim read again only moves its seen_at. URLs not (or no longer) known are
+-- skipped.
+INSERT INTO url_hints (host_id, url_id, kind, claimed_at, source, seen_at)
+SELECT u.host_id, u.id, t.kind, to_timestamp(t.claimed), t.source, to_timestamp($6)
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::float8[], $5::text[])
+    AS t(url, host_id, kind, claimed, source)
+JOIN urls AS u ON u.url = t.url AND u.host_id = t.host_id
+WHERE u.host_id = ANY($2::bigint[])
+ON CONFLICT (host_id, url_id, kind, claimed_at, source) DO UPDATE SET seen_at = excluded.seen_at;
+
+-- name: url_hints_of
+-- `crawler show`: the dates sitemaps and feeds claimed for URL $1 of host $2, newest claim
+-- first, at most $3.
+SELECT kind, claimed_at, source, seen_at
+FROM url_hints
+WHERE url_id = $1 AND host_id = $2
+ORDER BY claimed_at DESC, kind, source
+LIMIT $3;
+
+-- name: remove_url_hints
+-- The hints of URLs just removed ($1 ids, $2 their host ids), as remove_observations.
+DELETE FROM url_hints AS h
+USING unnest($1::bigint[], $2::bigint[]) AS r(url_id, host_id)
+WHERE h.url_id = r.url_id AND h.host_id = r.host_id AND h.host_id = ANY($2::bigint[]);
+
+-- name: host_sitemaps
+-- `crawler sites`: the sitemaps and feeds read for hosts $1, by host then URL.
+SELECT h.origin, s.url, s.robots_origin, s.kind, s.depth, s.read_at, s.status, s.listed,
+       s.added, s.rejected, s.cut, s.error
+FROM sitemaps AS s
+JOIN hosts AS h ON h.id = s.host_id
+WHERE s.host_id = ANY($1::bigint[])
+ORDER BY h.origin, s.depth, s.url;
+
+-- name: register_warc_file
+-- A WARC file $1 opened by a daemon on machine $2 in directory $3, before the first index row
+-- naming it commits (crawler.store.collect): where `crawler get` elsewhere finds it.
+INSERT INTO warc_files (name, machine, directory)
+VALUES ($1, $2, $3)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: warc_file_home
+-- The machine and directory that hold WARC file $1 (none for files written before 0031).
+SELECT machine, directory FROM warc_files WHERE name = $1;

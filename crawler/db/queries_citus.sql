@@ -65,6 +65,7 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.update_jitter_days, lu.site_id, lu.depth, lu.lm_fetches, lu.lm_changes,
        lu.lm_observed_days, lu.lm_evidence_days, lu.watch_css, lu.ignore_css,
        lu.fingerprint_region, lu.out_links_read, lu.watch_exact, lu.last_text_hash,
+       lu.own_min_interval_seconds, lu.own_max_interval_seconds, lu.fetch_windows,
        s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css,
        s.watch_exact AS site_watch_exact
 FROM leased_hosts AS lh
@@ -274,5 +275,6 @@ RETURNING u.host_id;
 -- one's ORDER BY id LIMIT on every shard, so it reads up to shards times $3 rows per stratum,
 -- not $3.
 SELECT stratum, id, host_id, importance, change_rate_per_day, changed_intervals_days,
-       unchanged_days, intervals_observed, crawl_delay_seconds
+       unchanged_days, intervals_observed, crawl_delay_seconds, own_min_interval_seconds,
+       own_max_interval_seconds
 FROM crawler_sample_strata($1::bigint[], $2::bigint[], $3::bigint);

@@ -198,6 +198,11 @@ urls = Table(
     # judged by last_text_hash, the SHA-1 of that text as last fetched (0026_exact_watch).
     Column("watch_exact", Boolean, nullable=False, server_default=text("false")),
     Column("last_text_hash", LargeBinary, nullable=True),
+    # The watcher's own schedule in force for the URL (crawler bound, 0029_schedule_bounds):
+    # interval bounds in seconds (NULL: the crawler's setting) and weekly fetch windows.
+    Column("own_min_interval_seconds", Float, nullable=True),
+    Column("own_max_interval_seconds", Float, nullable=True),
+    Column("fetch_windows", Text, nullable=True),
     # The last fetch whatever its answer (migration 0015_last_attempt): last_fetched_at is the
     # last one that brought content, which the change estimator's intervals start from.
     Column("last_attempt_at", DateTime(timezone=True), nullable=True),
@@ -321,6 +326,18 @@ stored_records = Table(
     postgresql_partition_by="RANGE (fetched_at)",
 )
 
+# Where each WARC file lives (0031): the machine and directory of the daemon that wrote it,
+# registered before the first index row naming it commits, so that `crawler get` on a machine
+# that cannot see a file names the one that holds it.
+warc_files = Table(
+    "warc_files",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("machine", Text, nullable=False),
+    Column("directory", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+)
+
 # The change-event outbox: written in the fetch's transaction, delivered by the webhook task
 # (crawler.daemon.webhook) in id order per URL, at least once.
 # failing / recovered / region_missing: alerts (crawler.core.alerts, 0027_webhook_alerts).
@@ -412,6 +429,22 @@ daemons = Table(
     Column("storage_fault", Text, nullable=True),
 )
 
+# What `crawler bound` was told (crawler.core.url_bounds): per URL, pattern or host origin,
+# the interval bounds and fetch windows that are copied onto the matching urls rows.
+schedule_rules = Table(
+    "schedule_rules",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("target", Text, nullable=False),
+    Column("min_interval_seconds", Float, nullable=True),
+    Column("max_interval_seconds", Float, nullable=True),
+    Column("windows", Text, nullable=False, server_default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    CheckConstraint("kind IN ('url', 'pattern', 'host')", name="schedule_rules_kind"),
+    UniqueConstraint("kind", "target", name="schedule_rules_kind_target_key"),
+)
+
 # The plans the planner solved (crawler.core.stored_plan), newest last: what every fetch
 # process schedules under, and the settings each was solved for.
 plans = Table(
@@ -438,4 +471,41 @@ plans = Table(
     Column("achieved_per_day", Float, nullable=True),
     Column("sampled", Integer, nullable=False, server_default="0"),
     Column("population", Float, nullable=False, server_default="0"),
+)
+
+# Sitemaps and feeds of each host (issue 37, migration 0030): what each file was and listed
+# when last read, and its validators; ``robots_origin``: the origin whose robots.txt listed it.
+sitemaps = Table(
+    "sitemaps",
+    metadata,
+    Column("host_id", BigInteger, ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True,
+           autoincrement=False),
+    Column("url", Text, primary_key=True),
+    Column("robots_origin", Text, nullable=True),
+    Column("kind", Text, nullable=True),
+    Column("depth", Integer, nullable=False, server_default=text("0")),
+    Column("read_at", DateTime(timezone=True), nullable=True),
+    Column("status", SmallInteger, nullable=True),
+    Column("listed", Integer, nullable=False, server_default=text("0")),
+    Column("added", Integer, nullable=False, server_default=text("0")),
+    Column("rejected", Integer, nullable=False, server_default=text("0")),
+    Column("cut", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("etag", Text, nullable=True),
+    Column("last_modified", DateTime(timezone=True), nullable=True),
+)
+
+# Every date a sitemap or feed claimed for a URL (crawler.core.sitemaps.DateHint), beside the
+# fetch observations; reading the same claim again moves only ``seen_at``.
+url_hints = Table(
+    "url_hints",
+    metadata,
+    Column("host_id", BigInteger, ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True,
+           autoincrement=False),
+    Column("url_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("kind", Text, primary_key=True),
+    Column("claimed_at", DateTime(timezone=True), primary_key=True),
+    Column("source", Text, primary_key=True),
+    Column("seen_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("kind IN ('lastmod', 'updated', 'published')", name="url_hints_kind"),
 )

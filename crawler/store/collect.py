@@ -24,10 +24,12 @@ without a prior record (Heritrix with no entry in its fetch history) would ask.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import json
 import logging
+import socket
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,7 +53,7 @@ from crawler.core.model import (
 )
 from crawler.core.observe import rebased as rebased_record
 from crawler.core.region import Region
-from crawler.core.textdiff import LineChanges, line_changes, text_lines
+from crawler.core.textdiff import LineChanges, body_text, line_changes, split_lines
 from crawler.core.transition import ChangeKind, Transition
 from crawler.db.queries import QUERIES
 from crawler.metrics import CollectionMetrics
@@ -71,6 +73,13 @@ log = logging.getLogger(__name__)
 STORED_OUTCOMES = frozenset({OK, NOT_MODIFIED, GONE})
 # URLs whose newest stored response is remembered (about 300 bytes each).
 LAST_RESPONSE_CACHE = 100_000
+# Characters of extracted text remembered for the URLs fetched last, so that the next change
+# of a page that changes often is diffed without parsing its previous version again; a text
+# longer than a tenth of it is not remembered.
+TEXT_CACHE_CHARS = 16_000_000
+# A diff that takes longer (a loaded machine; the bounds in crawler.core.textdiff keep one
+# well under a second) leaves the event without lines rather than hold the fetch's host.
+DIFF_SECONDS = 10.0
 
 
 def _at(seconds: float) -> dt.datetime:
@@ -194,13 +203,20 @@ class Collection:
         user_agent: str = "",
         metrics: CollectionMetrics | None = None,
         cache_entries: int = LAST_RESPONSE_CACHE,
+        machine: str | None = None,
     ) -> None:
         self.store = store
+        # Where this daemon's files live, registered in ``warc_files`` once per file.
+        self.machine = machine if machine is not None else socket.gethostname()
+        self._registered: set[str] = set()
         self.pool = pool
         self.user_agent = user_agent
         self.metrics = metrics
         self.cache_entries = cache_entries
         self._last: OrderedDict[int, tuple[bytes | None, LastResponse]] = OrderedDict()
+        # url_id -> (content hash, region, extracted text) of its newest fetched version.
+        self._texts: OrderedDict[int, tuple[bytes, Region, str]] = OrderedDict()
+        self._text_chars = 0
         self.unconditional_refetches = 0  # 304s with no stored original (validators dropped)
 
     async def _last_response(self, record: UrlRecord) -> LastResponse | None:
@@ -218,6 +234,68 @@ class Collection:
         self._last.move_to_end(url_id)
         while len(self._last) > self.cache_entries:
             self._last.popitem(last=False)
+
+    def _remember_text(self, url_id: int, content: bytes | None, region: Region,
+                       text: str | None) -> None:
+        """The text a fetch extracted, for the diff of the URL's next change."""
+        old = self._texts.pop(url_id, None)
+        if old is not None:
+            self._text_chars -= len(old[2])
+        if content is None or text is None or len(text) > TEXT_CACHE_CHARS // 10:
+            return
+        self._texts[url_id] = (content, region, text)
+        self._text_chars += len(text)
+        while self._text_chars > TEXT_CACHE_CHARS:
+            _, (_, _, evicted) = self._texts.popitem(last=False)
+            self._text_chars -= len(evicted)
+
+    def _previous_text(self, record: UrlRecord) -> str | None:
+        """The remembered text of the version ``record`` was last fetched with, if it is."""
+        cached = self._texts.get(record.url_id)
+        if cached is None or record.last_content_hash is None:
+            return None
+        content, region, text = cached
+        return text if content == record.last_content_hash and region == record.region else None
+
+    async def _changes(
+        self, t: Transition, capture: Capture, content_type: str | None,
+        previous: str | None, old: ReadRecord | None,
+    ) -> LineChanges | None:
+        """The lines and words a change moved, from the text this fetch extracted and the
+        previous version's (remembered, or parsed from its record within the fetch path's
+        bounds). Off the event loop: the diff is bounded (crawler.core.textdiff), but a long
+        page's is still tens of milliseconds, and a parse of the previous version more."""
+        record = t.before
+        new_text = t.text
+
+        def compute() -> LineChanges:
+            old_raw = previous
+            if old_raw is None:
+                assert old is not None
+                old_raw = body_text(old.payload, old.http_header("Content-Type"),
+                                    record.region)[0]
+            new_raw = new_text if new_text is not None else body_text(
+                capture.payload, content_type, record.region)[0]
+            return line_changes(split_lines(old_raw), split_lines(new_raw),
+                                numbers=record.exact)
+
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(compute), DIFF_SECONDS)
+        except Exception as exc:  # the event goes without lines; the version is recorded
+            log.warning("no diff for %s: %r", record.url, exc)
+            return None
+
+    async def _register(self, stored: Sequence[StoredRecord]) -> None:
+        """Each file these records went to, in ``warc_files`` with this machine and directory
+        before any index row naming it commits: a fleet's other machines can then say where
+        a file they cannot see lives. One query per new file (files hold a gigabyte)."""
+        if self.store is None:
+            return
+        root = getattr(self.store.store, "root", None)
+        for name in {one.file for one in stored} - self._registered:
+            directory = "" if root is None else str(root.resolve())
+            await self.pool.execute(QUERIES["register_warc_file"], name, self.machine, directory)
+            self._registered.add(name)
 
     async def rebased(self, record: UrlRecord) -> UrlRecord:
         """``record`` with its stored fingerprint taken again, under its current rule, from
@@ -271,15 +349,21 @@ class Collection:
             await self._write_redirects(record, result.redirects, result.fetched_at)
         if self.store is not None and (obs.outcome != NOT_MODIFIED or original is not None):
             capture = self._capture(record, result, obs)
-            stored, lines = await self.store.run(
-                lambda store: _write(store, capture, original, identical, wants_diff,
-                                     result.content_type, record.region, record.exact)
+            previous = self._previous_text(record) if wants_diff else None
+            stored, old = await self.store.run(
+                lambda store: _write(store, capture, original, identical,
+                                     wants_diff and previous is None)
             )
+            if wants_diff and stored is not None and (previous is not None or old is not None):
+                lines = await self._changes(t, capture, result.content_type, previous, old)
+        if obs.outcome == OK:
+            self._remember_text(record.url_id, obs.content_hash, record.region, t.text)
         if self.store is not None and obs.outcome == NOT_MODIFIED and stored is None:
             unconditional = True  # nothing to refer to: fetch it in full next time
             self._last.pop(record.url_id, None)
             self.unconditional_refetches += 1
         if stored is not None:
+            await self._register((stored,))
             if stored.record_type == RESPONSE:
                 self._remember(record.url_id, obs.content_hash, LastResponse(
                     obs.fetched_at, stored.file, stored.offset, stored.record_id,
@@ -331,6 +415,7 @@ class Collection:
             self._hop_capture(record, hop, n == 0, fetched_at) for n, hop in enumerate(hops)
         ]
         stored = await self.store.run(lambda store: [store.write_response(c) for c in captures])
+        await self._register(stored)
         if self.metrics is not None:
             for one in stored:
                 self.metrics.stored(one.record_type, one.length)
@@ -383,13 +468,10 @@ def _write(
     capture: Capture,
     original: LastResponse | None,
     identical: bool,
-    wants_diff: bool,
-    content_type: str | None,
-    region: Region,
-    exact: bool = False,
-) -> tuple[StoredRecord | None, LineChanges | None]:
-    """A revisit or a response, and the text lines a change moved.
-    Nothing for a 304 whose original is not (or no longer) in the store."""
+    read_original: bool,
+) -> tuple[StoredRecord | None, ReadRecord | None]:
+    """A revisit or a response, and (with ``read_original``, for a diff) the original's record
+    when it can be read. Nothing for a 304 whose original is not (or no longer) in the store."""
     if original is not None and not store.holds(original.file):
         original = None  # archived or deleted: nothing to refer to or diff against
     if identical and original is not None and (
@@ -405,22 +487,16 @@ def _write(
     if capture.status == 304:
         return None, None
     stored = store.write_response(capture)
-    lines = None
-    if wants_diff and original is not None:
-        try:
-            old = store.read(original.file, original.offset)
-        except (OSError, ValueError) as exc:
-            # A damaged or vanished earlier version costs the event its lines, never the
-            # new version its record (``crawler verify`` finds and marks the damage).
-            log.warning("no diff for %s: its previous version cannot be read (%s)",
-                        capture.url, exc)
-            note = getattr(store, "note_unreadable", None)
-            if note is not None:  # marked damaged in the index by the daemon's storage task
-                note(original.file, original.offset, exc)
-            return stored, None
-        lines = line_changes(
-            text_lines(old.payload, old.http_header("Content-Type"), region),
-            text_lines(capture.payload, content_type, region),
-            numbers=exact,
-        )
-    return stored, lines
+    if not read_original or original is None:
+        return stored, None
+    try:
+        return stored, store.read(original.file, original.offset)
+    except (OSError, ValueError) as exc:
+        # A damaged or vanished earlier version costs the event its lines, never the
+        # new version its record (``crawler verify`` finds and marks the damage).
+        log.warning("no diff for %s: its previous version cannot be read (%s)",
+                    capture.url, exc)
+        note = getattr(store, "note_unreadable", None)
+        if note is not None:  # marked damaged in the index by the daemon's storage task
+            note(original.file, original.offset, exc)
+        return stored, None

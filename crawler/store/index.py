@@ -125,6 +125,22 @@ def load_body(root: Path, stored: list[Version], version: Version) -> Body:
                 content_type)
 
 
+async def elsewhere(conn: asyncpg.Connection, root: Path, file: str) -> str | None:
+    """Where ``file`` lives when another machine, or another directory, wrote it (its
+    ``warc_files`` row): ``file is on MACHINE at PATH``; None when it should be here (this
+    machine and directory wrote it, or the index has no row for it)."""
+    import socket
+
+    row = await conn.fetchrow(QUERIES["warc_file_home"], file)
+    if row is None:
+        return None
+    here, path = socket.gethostname(), Path(row["directory"]) / file
+    if row["machine"] == here and Path(row["directory"]) == root.resolve():
+        return None
+    return (f"{file} is on machine {row['machine']} at {path}; this machine ({here}) "
+            f"cannot see it under {root}: run the command there, or share the directory")
+
+
 async def region_of(conn: asyncpg.Connection, url: str) -> Region:
     """The watched region in effect for ``url`` now (its own, else its window's): ``get --text``
     and ``diff`` show the text the fingerprint is computed from."""

@@ -3,8 +3,8 @@
 CI has no Citus (Debian does not package it), so these tests skip there; the statements Citus
 runs instead of the plain ones (``crawler/db/queries_citus.sql``) are checked on plain
 PostgreSQL by ``test_citus_variants.py`` and by the frontier tests run with them forced. Here,
-on Citus itself: a fresh database migrated then distributed as README's "Scaling past one
-server: Citus" says, every replaced statement run through the product's functions, then
+on Citus itself: a fresh database migrated then distributed as docs/OPERATIONS.md's "Scaling
+past one server: Citus" says, every replaced statement run through the product's functions, then
 ``crawler seed --file`` over the bulk path, ``crawler run --processes 2`` crawling the demo web
 on loopback with the planner solving rounds, and ``crawler status``.
 
@@ -52,26 +52,19 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 
-# README's distribution, for a single-node cluster whose coordinator is at {host}:{port}.
-DISTRIBUTE = """
-CREATE EXTENSION citus;
-SELECT citus_set_coordinator_host('{host}', {port});
-SELECT citus_set_node_property('{host}', {port}, 'shouldhaveshards', true);
-ALTER DATABASE "{db}" SET citus.override_table_visibility = off;
-SET citus.enable_local_reference_table_foreign_keys = off;
-SELECT create_reference_table('sites');
-SELECT create_reference_table('planner_state');
-SELECT create_reference_table('plans');
-SELECT create_reference_table('daemons');
-SELECT create_distributed_function('crawler_host_id(text)');
-SELECT create_distributed_function('crawler_url_host_id(text)');
-SELECT create_distributed_table('hosts', 'id');
-SELECT create_distributed_table('urls', 'host_id', colocate_with => 'hosts');
-SELECT create_distributed_table('links', 'host_id', colocate_with => 'hosts');
-SELECT create_distributed_table('observations', 'host_id', colocate_with => 'hosts');
-SELECT create_distributed_table('stored_records', 'host_id', colocate_with => 'hosts');
-SELECT create_distributed_table('change_events', 'host_id', colocate_with => 'hosts');
-"""
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md"
+
+
+def distribution_sql(host: str, port: int, db: str) -> str:
+    """docs/OPERATIONS.md's distribution as written there, for a single-node cluster whose
+    coordinator is at ``host:port``, applied to database ``db``."""
+    blocks = re.findall(r"^```sql\n(.*?)^```$", OPERATIONS.read_text(), re.MULTILINE | re.DOTALL)
+    sql = next(b for b in blocks if "create_distributed_table('hosts'" in b)
+    assert "'127.0.0.1', 5432" in sql and "ALTER DATABASE crawler " in sql
+    return (sql.replace("'127.0.0.1', 5432", f"'{host}', {port}")
+            .replace("ALTER DATABASE crawler ", f'ALTER DATABASE "{db}" '))
+
+
 COMPLAINTS = ("Traceback", "ERROR", "could not", "not supported", "deadlock", "unsupported")
 
 
@@ -98,8 +91,8 @@ def citus_db() -> Iterator[str]:
     _run_blocking(_admin(server, f'CREATE DATABASE "{name}"'))
     try:
         _run_blocking(upgrade(url))
-        _run_blocking(_admin(url, DISTRIBUTE.format(
-            host=parts.hostname or "127.0.0.1", port=parts.port or 5432, db=name)))
+        _run_blocking(_admin(url, distribution_sql(
+            parts.hostname or "127.0.0.1", parts.port or 5432, name)))
         yield url
     finally:
         force_citus(None)

@@ -37,10 +37,12 @@ HOST_OWNED = {
     "stored_records": "host_id",
     "change_events": "host_id",
     "alerts": "host_id",
+    "sitemaps": "host_id",
+    "url_hints": "host_id",
 }
 # Small tables every node needs whole (Citus reference tables), or the coordinator alone.
 REFERENCE = {"sites", "planner_state", "plans", "daemons", "alembic_version", "webhooks",
-             "delivery_lease"}
+             "delivery_lease", "schedule_rules"}
 
 # Statements that touch host-owned tables without naming their hosts, and why that is right.
 FLEET_WIDE = {
@@ -48,6 +50,8 @@ FLEET_WIDE = {
     "damaged_records_count": "crawler status: whole-table count by design (partial index)",
     "set_pattern_rule": "crawler watch --pattern: a regular expression over every known URL, "
                         "run by hand",
+    "set_pattern_bounds": "crawler bound --pattern: a regular expression over every known "
+                          "URL, run by hand",
     "claim_due_work": "picks the next ready hosts fleet-wide by hosts_ready_at_idx; each "
                       "picked host's URLs are then read by host_id (the LATERAL join)",
     "earliest_due": "the idle wake: the smallest ready_at over all hosts, one index entry",

@@ -41,6 +41,9 @@ def _every_field_set() -> UrlRecord:
         out_links_read=True,
         exact=True,
         last_text_hash=b"\x03",
+        own_min_interval_seconds=600.0,
+        own_max_interval_seconds=3600.0,
+        fetch_windows="Mon-Fri 08:00-18:00",
     )
     defaults = UrlRecord(url_id=0, url="")
     for f in dataclasses.fields(UrlRecord):

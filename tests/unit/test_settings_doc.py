@@ -1,6 +1,6 @@
-"""The README's configuration and metrics references are exactly what the code generates.
+"""The configuration and metrics references in docs/ are exactly what the code generates.
 
-Refresh them with ``python -m crawler.docs update README.md``.
+Refresh them with ``python -m crawler.docs update``.
 """
 
 from __future__ import annotations
@@ -10,23 +10,43 @@ from pathlib import Path
 
 import pytest
 
-from crawler.docs import GENERATORS, metrics_reference, replace_sections, settings_reference
+from crawler.docs import (
+    FILES,
+    GENERATORS,
+    main,
+    metrics_reference,
+    replace_sections,
+    settings_reference,
+)
 from crawler.metrics import Metrics
 from crawler.settings import Settings, env_name
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-REFRESH = "run `python -m crawler.docs update README.md`"
+ROOT = Path(__file__).resolve().parents[2]
+REFRESH = "run `python -m crawler.docs update`"
 
 
 def section(text: str, name: str) -> str:
     match = re.search(f"<!-- {name}:begin -->\n(.*?)<!-- {name}:end -->", text, re.DOTALL)
-    assert match is not None, f"README has no {name} markers"
+    assert match is not None, f"no {name} markers"
     return match.group(1)
 
 
 @pytest.mark.parametrize("name", sorted(GENERATORS))
-def test_readme_section_is_generated(name: str) -> None:
-    assert section(README.read_text(), name) == GENERATORS[name](), f"README is stale: {REFRESH}"
+def test_doc_section_is_generated(name: str) -> None:
+    path = ROOT / FILES[name]
+    assert section(path.read_text(), name) == GENERATORS[name](), f"{path} is stale: {REFRESH}"
+
+
+def test_each_reference_is_in_one_file_only() -> None:
+    """A generated table copied elsewhere would drift: only its file holds its markers."""
+    holders = {
+        name: sorted(
+            str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *ROOT.glob("docs/*.md")]
+            if f"<!-- {name}:begin -->" in p.read_text()
+        )
+        for name in GENERATORS
+    }
+    assert holders == {name: [FILES[name]] for name in GENERATORS}
 
 
 def test_every_setting_is_documented_with_variable_default_and_meaning() -> None:
@@ -62,3 +82,13 @@ def test_replace_sections_regenerates_stale_text() -> None:
     assert replace_sections(fresh) == fresh
     with pytest.raises(ValueError):
         replace_sections("no markers")
+    with pytest.raises(ValueError):
+        replace_sections("<!-- metrics:end --> <!-- metrics:begin -->")
+
+
+def test_a_file_with_one_section_gets_that_one(tmp_path: Path) -> None:
+    only = tmp_path / "METRICS.md"
+    only.write_text("# Metrics\n<!-- metrics:begin -->\nold\n<!-- metrics:end -->\n")
+    assert main(["update", str(only)]) == 0
+    assert section(only.read_text(), "metrics") == metrics_reference()
+    assert "settings" not in only.read_text()

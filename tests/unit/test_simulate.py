@@ -1,5 +1,5 @@
 """The virtual-time simulator: populations, exact metrics, policies, and the issue-3 claims
-at a small, fast scale (the full-scale figures are in the README)."""
+at a small, fast scale (the full-scale figures are in docs/SIMULATOR.md)."""
 
 from __future__ import annotations
 

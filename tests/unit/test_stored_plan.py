@@ -87,3 +87,10 @@ def test_rates_are_estimated_under_the_new_prior() -> None:
                           {2: GammaPrior(1.0, 2.0)})
     assert rates[0] == fast_posterior_rate(history, new_prior, 0.03)
     assert rates[1] == 0.5  # host 2's prior mean: no history yet
+
+
+def test_an_estimate_that_is_not_a_number_is_stored_as_unknown() -> None:
+    plan = replace(plan_for(OPTIMAL), estimated_freshness=float("nan"),
+                   estimated_beta_currency=float("inf"))
+    row = json.loads(plan_document(plan))
+    assert row["estimated_freshness"] is None and row["estimated_beta_currency"] is None

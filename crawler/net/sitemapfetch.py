@@ -1,0 +1,126 @@
+"""One sitemap or feed fetched and read (issue 37): ``crawler.net.fetch.fetch`` under the
+protocol's size limit, then a gzip file undone and read in slices, both under the same cap.
+
+The request goes through ``fetch``, so it has every check a page has (address policy,
+redirects, timeouts, Content-Encoding decoded under a cap and a bomb ratio). A sitemap is
+often a gzip file served as such (``sitemap.xml.gz``, no Content-Encoding): the body is then
+recognised by its magic number and inflated here (``inflate``), at most ``MAX_BYTES`` bytes,
+one slice at a time, so that a file that inflates to 10 GB costs the cap's worth of time and
+one slice of memory.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+import aiohttp
+
+from crawler.core import model
+from crawler.core.model import UrlRecord
+from crawler.core.sitemaps import CUT_BYTES, MAX_BYTES, MAX_URLS, Entry, SitemapReader
+from crawler.net.fetch import FetchLimits, fetch
+
+GZIP_MAGIC = b"\x1f\x8b"
+SLICE_BYTES = 64 * 1024
+INPUT_SLICE_BYTES = 16 * 1024
+
+
+@dataclass(slots=True)
+class SitemapRead:
+    """What one fetch of a sitemap gave: the HTTP side (``outcome``, ``status``,
+    ``error_kind``) and the reading (``kind``, entries, and why it stopped early if it did:
+    ``cut`` at a limit, ``error`` for a file that is not a sitemap or not valid)."""
+
+    url: str
+    fetched_at: float
+    outcome: str
+    status: int | None = None
+    error_kind: str | None = None
+    kind: str | None = None
+    entries: list[Entry] = field(default_factory=list)
+    cut: str | None = None
+    error: str | None = None
+    invalid: int = 0
+    wire_bytes: int = 0
+    size: int = 0
+    etag: str | None = None
+    last_modified: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (model.OK, model.NOT_MODIFIED) and self.kind is not None
+
+
+def inflate(body: bytes, cap: int) -> Iterator[bytes]:
+    """A gzip body inflated in pieces of at most ``SLICE_BYTES``, ``cap`` bytes in all (and
+    one more, for the caller to see the cap passed): memory is one piece, whatever the ratio.
+    Concatenated members are read on. Raises ``zlib.error`` for a corrupt stream."""
+    produced = 0
+    decoder = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    # The input goes in small slices too: what a call leaves unconsumed is copied each time.
+    for start in range(0, len(body), INPUT_SLICE_BYTES):
+        pending = body[start : start + INPUT_SLICE_BYTES]
+        while pending:
+            if produced > cap:
+                return
+            piece = decoder.decompress(pending, SLICE_BYTES)
+            pending = decoder.unconsumed_tail
+            if decoder.eof:
+                rest = decoder.unused_data
+                if not rest.startswith(GZIP_MAGIC[:len(rest)]):
+                    return  # trailing garbage after the last member: ignored, as gzip does
+                pending = rest
+                decoder = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            produced += len(piece)
+            if piece:
+                yield piece
+
+
+def read_body(body: bytes, base_url: str, *, gzipped: bool | None = None,
+              max_urls: int = MAX_URLS, max_bytes: int = MAX_BYTES,
+              on_entries: Callable[[list[Entry]], None] | None = None) -> SitemapReader:
+    """Read a fetched body (inflating a gzip one, recognised by its magic number unless
+    ``gzipped`` says); entries go to ``on_entries`` as they are read. The reader returned
+    tells the kind of file and why it stopped early, if it did."""
+    reader = SitemapReader(base_url, max_urls=max_urls, max_bytes=max_bytes)
+    sink = on_entries if on_entries is not None else (lambda _entries: None)
+    if gzipped is None:
+        gzipped = body.startswith(GZIP_MAGIC)
+    pieces = (inflate(body, max_bytes) if gzipped else
+              (body[i : i + SLICE_BYTES] for i in range(0, len(body), SLICE_BYTES)))
+    try:
+        for piece in pieces:
+            sink(reader.feed(piece))
+            if reader.done:
+                break
+    except zlib.error as error:
+        reader.error = f"bad_gzip: {error}"
+    sink(reader.close())
+    return reader
+
+
+async def read_sitemap(session: aiohttp.ClientSession, url: str, limits: FetchLimits, *,
+                       etag: str | None = None, last_modified: float | None = None,
+                       max_urls: int = MAX_URLS) -> SitemapRead:
+    """GET ``url`` (conditionally, given validators) and read it as a sitemap or feed."""
+    record = UrlRecord(url_id=0, url=url, etag=etag, last_modified=last_modified,
+                       last_content_hash=b"" if (etag or last_modified) else None)
+    fetched = await fetch(session, record, replace(limits, max_body_bytes=MAX_BYTES),
+                          send_validators=etag is not None or last_modified is not None)
+    read = SitemapRead(url=url, fetched_at=fetched.fetched_at, outcome=fetched.outcome,
+                       status=fetched.status, error_kind=fetched.error_kind,
+                       etag=fetched.etag, last_modified=fetched.last_modified)
+    if fetched.outcome != model.OK:
+        return read
+    body = fetched.body or b""
+    read.wire_bytes = len(fetched.wire_body or body)
+    reader = read_body(body, fetched.final_url or url, max_urls=max_urls,
+                       on_entries=read.entries.extend)
+    read.kind, read.error, read.invalid, read.size = (
+        reader.kind, reader.error, reader.invalid, reader.size)
+    # Cut at the body cap on the way in (Content-Encoding bomb, or a body past 50 MB): the
+    # reader saw only the part kept, so the file was cut at the byte limit.
+    read.cut = reader.cut or (CUT_BYTES if fetched.truncated else None)
+    return read
