@@ -530,6 +530,8 @@ WHERE u.host_id = ANY($2::bigint[]);
 -- Apply new schedules in place. A URL of a leased host, or fetched since it was read ($4, its
 -- last_fetched_at then), is left to its fetcher, and so is one a fetcher holds locked (SKIP
 -- LOCKED: the planner never waits for the fetch loop, so it is never in a lock cycle with it).
+-- A URL already due is left too: its fetch, about to happen, schedules it under the new plan,
+-- and a `crawler recheck` stands.
 WITH t AS (
     SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::timestamptz[],
                          $5::float8[], $6::bigint[])
@@ -550,6 +552,7 @@ UPDATE urls AS u
 SET next_fetch_at = t.due, fetch_rate_per_day = t.rate, change_rate_per_day = t.change_rate
 FROM t JOIN free ON free.id = t.id AND free.host_id = t.host_id
 WHERE u.id = t.id AND u.host_id = t.host_id
+  AND u.next_fetch_at > now()
 RETURNING u.host_id;
 
 -- name: store_planner_state

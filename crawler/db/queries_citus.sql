@@ -253,7 +253,8 @@ RETURNING h.id;
 
 -- name: reschedule_urls
 -- As queries.sql's: apply new schedules to the URLs not fetched since they were read, whose
--- host is not leased and that no one holds locked (crawler_lock_free_urls, SKIP LOCKED).
+-- host is not leased and that no one holds locked (crawler_lock_free_urls, SKIP LOCKED), and
+-- not already due.
 WITH t AS MATERIALIZED (
     SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::timestamptz[],
                          $5::float8[], $6::bigint[])
@@ -267,6 +268,7 @@ UPDATE urls AS u
 SET next_fetch_at = t.due, fetch_rate_per_day = t.rate, change_rate_per_day = t.change_rate
 FROM t JOIN free ON free.id = t.id AND free.host_id = t.host_id
 WHERE u.id = t.id AND u.host_id = t.host_id
+  AND u.next_fetch_at > now()
 RETURNING u.host_id;
 
 -- name: planner_sample

@@ -50,6 +50,7 @@ async def populate(pool: asyncpg.Pool, hosts: int = HOSTS) -> np.ndarray:
     await frontier.seed(pool, urls, time.time())
     await pool.execute(
         """UPDATE urls SET state = 'active', last_fetched_at = now() - interval '1 hour',
+                  next_fetch_at = now() + interval '1 day',
                   change_rate_per_day = 0.01 * power(10000.0, random()),
                   fetch_rate_per_day = 1.0"""
     )
