@@ -295,6 +295,12 @@ async def test_a_damaged_earlier_version_and_verify(db_url: str, tmp_path: Path)
             before = await stored_rows(pool)
             flip_byte(file_of(warc_dir, row["warc_file"]),
                       row["warc_offset"] + row["warc_length"] // 2)
+            # A running daemon diffs against the previous version's text it keeps in memory,
+            # and reads a stored version only without it: restarted, it must read the
+            # damaged one for the next diff.
+            restart_output = await daemon.stop()
+            assert daemon.proc.returncode == 0, restart_output[-3000:]
+            daemon = await RunningDaemon.start(env)
             await poll(lambda: _ready_says(daemon, 200, "damaged"),
                        "/readyz naming the damage", 30)
             newer = await pool.fetchval(

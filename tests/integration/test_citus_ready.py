@@ -42,7 +42,7 @@ HOST_OWNED = {
 }
 # Small tables every node needs whole (Citus reference tables), or the coordinator alone.
 REFERENCE = {"sites", "planner_state", "plans", "daemons", "alembic_version", "webhooks",
-             "delivery_lease", "schedule_rules"}
+             "delivery_lease", "schedule_rules", "warc_files"}
 
 # Statements that touch host-owned tables without naming their hosts, and why that is right.
 FLEET_WIDE = {

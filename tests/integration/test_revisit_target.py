@@ -22,7 +22,6 @@ from warcio.archiveiterator import ArchiveIterator
 from warctools import check_files, check_index_rows
 
 from crawler.config import default_settings
-from crawler.core.region import Region
 from crawler.daemon.config import fetch_limits
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
@@ -61,7 +60,7 @@ def test_a_revisit_names_its_originals_uri(tmp_path: Path) -> None:
         original = LastResponse(1_800_000_000.0, first.file, first.offset, first.record_id,
                                 first.payload_digest, known)
         stored, lines = _write(store, capture("http://127.0.0.1:9/b.html", 1_800_000_100.0),
-                               original, True, False, "text/html", Region())
+                               original, True, False)
         assert stored is not None and lines is None and stored.record_type == REVISIT
         assert stored.url == "http://127.0.0.1:9/b.html"
         record = store.read(stored.file, stored.offset)
