@@ -110,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
     report = write_report(data, args.out, alpha=args.alpha, beta_days=args.beta)
     print(f"wrote {report.index} and {len(report.images)} plots "
           f"({'fitted model' if report.model.fit else 'paper model'}: {report.model.reason})")
+    if report.model.misfit is not None:
+        print(f"warning: {report.model.misfit}.")
     return 0
 
 

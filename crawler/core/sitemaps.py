@@ -212,7 +212,7 @@ class SitemapReader:
             self.cut = CUT_BYTES
         self.size += len(data)
         if not self._started:
-            self._start(data)
+            data = self._start(data)
         if self._xml is not None:
             self._parse(data, final=False)
         elif self._started:
@@ -234,26 +234,30 @@ class SitemapReader:
         out, self._out = self._out, []
         return out
 
-    def _start(self, data: bytes) -> None:
-        head = data[len(_UTF8_BOM):] if data.startswith(_UTF8_BOM) else data
-        stripped = head.lstrip()
+    def _start(self, data: bytes) -> bytes:
+        """Decide XML or plain text from the first bytes that are not white space; returns
+        what of ``data`` is to be read."""
+        bom = _UTF8_BOM if data.startswith(_UTF8_BOM) else b""
+        stripped = data[len(bom):].lstrip()
         if not stripped:
-            self._text_tail += data[:64]  # only white space so far: decide on the next chunk
-            return
+            return b""  # only white space so far: decide on the next chunk
         self._started = True
-        if stripped.startswith(b"<") or data.startswith((b"\xff\xfe", b"\xfe\xff")):
-            parser = expat.ParserCreate(namespace_separator="}")
-            parser.buffer_text = True
-            parser.StartElementHandler = self._on_start
-            parser.EndElementHandler = self._on_end
-            parser.CharacterDataHandler = self._on_text
-            parser.EntityDeclHandler = self._on_entity
-            self._xml = parser
-            if self._text_tail:
-                self._text_tail, tail = b"", self._text_tail
-                self._parse(tail, final=False)
-        else:
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            stripped, bom = data, b""
+        elif not stripped.startswith(b"<"):
             self.kind = TEXT
+            return stripped
+        parser = expat.ParserCreate(namespace_separator="}")
+        parser.buffer_text = True
+        parser.StartElementHandler = self._on_start
+        parser.EndElementHandler = self._on_end
+        parser.CharacterDataHandler = self._on_text
+        parser.EntityDeclHandler = self._on_entity
+        self._xml = parser
+        # White space before the XML declaration is a fatal error to expat, and WordPress
+        # themes and plugins that print a newline before it are common (Yoast's sitemaps
+        # among them): it is dropped, as browsers and the major engines do.
+        return bom + stripped
 
     # --- plain text ---------------------------------------------------------------------
 

@@ -14,7 +14,13 @@ from importlib import resources
 
 import asyncpg
 
-from crawler.core.lifetime_fit import LifetimeFit, PageObservation, fit_lifetimes
+from crawler.core.lifetime_fit import (
+    MISFIT_P_VALUE,
+    LifetimeFit,
+    PageObservation,
+    fit_lifetimes,
+    fits_observations,
+)
 from crawler.core.model import SECONDS_PER_DAY
 from crawler.db.connect import connect
 from crawler.db.queries import parse_queries
@@ -50,11 +56,27 @@ class UrlHistory:
 
 @dataclass(frozen=True, slots=True)
 class HostSummary:
+    """One host's row, every figure from its own observations.
+
+    watched_days: the spans of its URLs (first to last successful fetch), summed.
+    """
+
     origin: str
     urls: int
     fetches: int
     changes: int
-    mean_change_rate_per_day: float | None
+    watched_days: float
+
+    @property
+    def changes_per_day(self) -> float | None:
+        """Detected changes per day watched; None when no URL was watched over a span.
+
+        Not the estimator's working rate (urls.change_rate_per_day): that one starts from the
+        prior, may come from Last-Modified dates, and is unset after a failed fetch, so beside
+        these counts it read as a contradiction (a rate for a host with no change, none for
+        hosts with many).
+        """
+        return self.changes / self.watched_days if self.watched_days > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +135,7 @@ async def read_report_data(conn: asyncpg.Connection, generated_at: datetime) -> 
                 urls=int(row["urls"]),
                 fetches=int(row["fetches"]),
                 changes=int(row["changes"]),
-                mean_change_rate_per_day=(
-                    None
-                    if row["mean_change_rate_per_day"] is None
-                    else float(row["mean_change_rate_per_day"])
-                ),
+                watched_days=float(row["watched_days"]),
             )
             for row in host_rows
         ),
@@ -183,6 +201,9 @@ class LifetimeModel:
     scale_days: float
     fit: LifetimeFit | None  # None: the paper's parameters
     reason: str
+    # Why the fit does not describe the observations, in words; None when it does (or when
+    # the paper's parameters are used: nothing of ours was fitted to test).
+    misfit: str | None = None
 
 
 def choose_lifetime_model(observations: Sequence[PageObservation]) -> LifetimeModel:
@@ -214,4 +235,17 @@ def choose_lifetime_model(observations: Sequence[PageObservation]) -> LifetimeMo
         fit,
         f"fitted to this crawler's observations of {fit.pages_used} pages "
         f"({changed} with a detected change)",
+        misfit=misfit_words(fit),
+    )
+
+
+def misfit_words(fit: LifetimeFit) -> str | None:
+    """The verdict of the fit's goodness-of-fit test in words, when it rejects the fit."""
+    if fits_observations(fit):
+        return None
+    return (
+        f"The fitted Weibull does not describe these lifetimes: the pages' change counts "
+        f"reject it (χ² = {fit.chi_square:.1f} on {fit.chi_square_dof} df, "
+        f"p = {fit.chi_square_p_value:.2g}, below {MISFIT_P_VALUE:g}). Its lifetime curve, "
+        "and the capacity figures drawn from it, do not describe this crawl"
     )

@@ -32,6 +32,13 @@ EMPTY_DATABASE_MESSAGE = (
     "plots below use Brewington & Cybenko's published lifetime fit meanwhile."
 )
 NO_DATA = "No data yet for this plot."
+HOST_TABLE_NOTE = (
+    "Every figure of a row comes from the host's own fetches: fetches of any outcome, changes "
+    "detected, and days watched (each URL's first to last successful fetch, summed). Changes "
+    "per day watched is their quotient, – when no URL was fetched successfully twice. A fetch "
+    "sees at most one change since the previous one, so pages that change faster than they "
+    "are fetched are undercounted."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +109,8 @@ def _model_paragraph(model: LifetimeModel, headline: Headline) -> str:
         f"<b>{html.escape(_format_days(model.scale_days))}</b>): "
         f"{html.escape(model.reason)}.</p>"
     ]
+    if model.misfit is not None:
+        parts.append(f'<p class="message" id="misfit">{html.escape(model.misfit)}.</p>')
     if model.fit is not None:
         fit = model.fit
         parts.append(
@@ -127,13 +136,12 @@ def _host_table(data: ReportData) -> str:
         return f'<p class="message">{html.escape("No hosts with URLs yet.")}</p>'
     rows = []
     for host in data.hosts:
-        rate = (
-            "–" if host.mean_change_rate_per_day is None
-            else f"{host.mean_change_rate_per_day:.4g}"
-        )
+        rate = host.changes_per_day
         rows.append(
             f"<tr><td>{html.escape(host.origin)}</td><td>{host.urls}</td>"
-            f"<td>{host.fetches}</td><td>{host.changes}</td><td>{rate}</td></tr>"
+            f"<td>{host.fetches}</td><td>{host.changes}</td>"
+            f"<td>{host.watched_days:.4g}</td>"
+            f"<td>{'–' if rate is None else f'{rate:.4g}'}</td></tr>"
         )
     more = (
         f"<p>The {len(data.hosts)} busiest of {_count(data.host_count, 'host')}.</p>"
@@ -141,8 +149,9 @@ def _host_table(data: ReportData) -> str:
     )
     return (
         "<table><thead><tr><th>host</th><th>URLs</th><th>fetches</th><th>changes</th>"
-        "<th>mean change rate (per day)</th></tr></thead><tbody>"
+        "<th>days watched</th><th>changes per day watched</th></tr></thead><tbody>"
         + "".join(rows) + "</tbody></table>" + more
+        + f"<p>{html.escape(HOST_TABLE_NOTE)}</p>"
     )
 
 
@@ -247,7 +256,8 @@ def write_report(
             "(Brewington & Cybenko Fig. 13). A fetch sees at most one change since the "
             "previous fetch, so intervals shorter than the revisit interval go unseen and the "
             "observed curve starts later than the model's."
-            + ("" if fitted else " No fit yet: the observed curve is shown alone."),
+            + ("" if fitted else " No fit yet: the observed curve is shown alone.")
+            + ("" if model.misfit is None else " " + model.misfit + "."),
             figures.lifetime_cdf_figure(
                 observations,
                 out_dir / "lifetime_cdf.png",

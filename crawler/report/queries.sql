@@ -44,21 +44,29 @@ SELECT
 FROM urls;
 
 -- name: host_summaries
--- Per host: URLs, fetches and detected changes (from the observations), and the mean of
--- the URLs' estimated change rates. The $1 busiest hosts.
+-- Per host, from its observations alone so that every figure of a row describes the same
+-- fetches: URLs, fetches (every outcome), detected changes, and the days its URLs were
+-- watched (each URL's first to last successful fetch, summed). The $1 busiest hosts.
+-- Observations are keyed by (url_id, host_id), as urls are.
 WITH per_url AS (
-    SELECT url_id, count(*) AS fetches, count(*) FILTER (WHERE changed) AS changes
+    SELECT host_id, url_id,
+           count(*) AS fetches,
+           count(*) FILTER (WHERE changed) AS changes,
+           extract(epoch FROM
+               max(fetched_at) FILTER (WHERE outcome IN ('ok', 'not_modified'))
+               - min(fetched_at) FILTER (WHERE outcome IN ('ok', 'not_modified'))
+           )::float8 AS watched_seconds
     FROM observations
-    GROUP BY url_id
+    GROUP BY host_id, url_id
 )
 SELECT h.origin,
        count(u.id) AS urls,
        coalesce(sum(p.fetches), 0)::bigint AS fetches,
        coalesce(sum(p.changes), 0)::bigint AS changes,
-       avg(u.change_rate_per_day) AS mean_change_rate_per_day
+       coalesce(sum(p.watched_seconds), 0)::float8 / 86400.0 AS watched_days
 FROM hosts AS h
 JOIN urls AS u ON u.host_id = h.id
-LEFT JOIN per_url AS p ON p.url_id = u.id
+LEFT JOIN per_url AS p ON p.url_id = u.id AND p.host_id = u.host_id
 GROUP BY h.id, h.origin
 ORDER BY fetches DESC, h.origin
 LIMIT $1;

@@ -31,6 +31,9 @@ SMALL_RUNS = {
                          ["incremental per fetch", "discovering"]),
     "bench_record.py": (["--urls", "300"], []),
     "bench_seed.py": (["--urls", "3000", "--hosts", "300"], []),
+    "bench_sitemaps.py": (["--urls", "3000", "--per-file", "1000"],
+                          ["crawler seed --sitemaps: 3,000 URLs", "crawler seed --file: 3,000 URLs",
+                           "the rate of seed --file"]),
 }
 
 

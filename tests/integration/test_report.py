@@ -139,6 +139,8 @@ def test_report_from_filled_database_draws_every_plot(db_url: str, tmp_path: Pat
     assert report_main(["--out", str(out), "--database-url", db_url, "--beta", "1w"]) == 0
     page = (out / "index.html").read_text(encoding="utf-8")
     assert 'id="empty"' not in page and "fitted to this crawler" in page
+    # Drawn from the model itself: the fit is not called a misfit.
+    assert 'id="misfit"' not in page and "does not describe" not in page
     images = referenced_images(out / "index.html")
     assert set(images) == {
         "lifetime_cdf.png", "mean_lifetimes.png", "level_set.png", "change_arrivals.png",

@@ -130,12 +130,16 @@ def test_empty_data_renders_the_message_and_valid_images(tmp_path: Path) -> None
 def test_host_table_rows(tmp_path: Path) -> None:
     data = ReportData(
         histories=(), change_rates_per_day=(), revisit_intervals_days=(),
-        hosts=(HostSummary("http://127.0.0.2:8700", 3, 40, 7, 0.25),
-               HostSummary("http://127.0.0.3:8700", 1, 0, 0, None)),
+        hosts=(HostSummary("http://127.0.0.2:8700", 3, 40, 7, 28.0),
+               HostSummary("http://127.0.0.3:8700", 1, 0, 0, 0.0)),
         host_count=4, url_count=4, observation_count=40, change_total=7,
         generated_at=datetime(2024, 1, 1, tzinfo=UTC),
     )
     page = write_report(data, tmp_path).index.read_text(encoding="utf-8")
     assert 'id="empty"' not in page
-    assert "<tr><td>http://127.0.0.2:8700</td><td>3</td><td>40</td><td>7</td><td>0.25</td>" in page
+    assert ("<tr><td>http://127.0.0.2:8700</td><td>3</td><td>40</td><td>7</td><td>28</td>"
+            "<td>0.25</td></tr>") in page
+    # Never fetched successfully twice: no span to divide by.
+    assert "<tr><td>http://127.0.0.3:8700</td><td>1</td><td>0</td><td>0</td><td>0</td>" \
+        "<td>–</td></tr>" in page
     assert "The 2 busiest of 4 hosts." in page

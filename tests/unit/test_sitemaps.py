@@ -8,6 +8,7 @@ import gzip
 import tracemalloc
 import zlib
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,46 @@ def test_a_gzip_that_inflates_to_10_gb_is_cut_at_50_mb() -> None:
     assert (reader.cut, found, reader.size) == (CUT_BYTES, ["http://a.example/1"], 50 * MiB)
     print(f"10 GB gzip bomb ({len(body) / MiB:.1f} MiB compressed): peak {peak / MiB:.1f} MiB")
     assert peak < 8 * MiB
+
+
+# Files written by other software, copied unchanged (tests/data/sitemaps/README.md names the
+# repository, path and commit of each): how many URLs each lists, how many of them carry a
+# date, and the first date, in UTC.
+@pytest.mark.parametrize(("name", "kind", "count", "dated", "first"), [
+    # WordPress core (wp-sitemap.xml): an index, then a urlset without lastmod.
+    ("wordpress-wp-sitemap.xml", INDEX, 5, 0, None),
+    ("wordpress-wp-sitemap-posts-page-1.xml", URLSET, 15, 0, None),
+    # Yoast SEO: a newline before the XML declaration, an XSL processing instruction, the
+    # image extension, and a closing comment.
+    ("yoast-sitemap_index.xml", INDEX, 3, 3, (LASTMOD, "2017-04-17T13:32:22+00:00")),
+    ("yoast-page-sitemap.xml", URLSET, 7, 6, (LASTMOD, "2016-05-15T10:18:23+00:00")),
+    # sphinx-sitemap: ElementTree's single-quoted declaration, no dates.
+    ("sphinx-sitemap.xml", URLSET, 5, 0, None),
+    # jekyll-sitemap and jekyll-feed (Atom), dates with a +01:00 offset.
+    ("jekyll-sitemap.xml", URLSET, 5, 2, (LASTMOD, "2024-02-26T20:25:17+00:00")),
+    ("jekyll-feed.xml", ATOM, 2, 2, (PUBLISHED, "2024-02-26T21:40:04+00:00")),
+    # Hugo's default sitemap (xhtml namespace) and RSS templates.
+    ("hugo-sitemap.xml", URLSET, 3, 1, (LASTMOD, "2026-01-25T15:50:52+00:00")),
+    ("hugo-index.xml", RSS, 1, 1, (PUBLISHED, "2026-01-25T15:50:52+00:00")),
+    # crawler-commons' test data: a prefixed sitemaps.org namespace, a text file with a BOM.
+    ("crawler-commons-sitemap.ns.xml", URLSET, 2, 0, None),
+    ("crawler-commons-sitemap-with-bom.txt", TEXT, 2, 0, None),
+])
+def test_sitemaps_and_feeds_written_by_other_software(
+        name: str, kind: str, count: int, dated: int, first: tuple[str, str] | None) -> None:
+    reader, entries = read_document((DATA / name).read_bytes(), BASE)
+    assert (reader.kind, reader.cut, reader.error, reader.invalid) == (kind, None, None, 0)
+    assert len(entries) == count == len({e.url for e in entries})
+    assert sum(1 for e in entries if e.hints) == dated
+    if first is not None:
+        hint = next(e for e in entries if e.hints).hints[0]
+        assert (hint.kind, datetime.fromtimestamp(hint.claimed, UTC).isoformat()) == first
+
+
+def test_white_space_before_the_xml_declaration_in_any_chunking() -> None:
+    # Yoast's index arrives in pieces: the leading newline alone, then the rest byte by byte.
+    body = (DATA / "yoast-sitemap_index.xml").read_bytes()
+    reader = SitemapReader(BASE)
+    found = [e.url for i in range(len(body)) for e in reader.feed(body[i : i + 1])]
+    found += [e.url for e in reader.close()]
+    assert reader.error is None and len(found) == 3
