@@ -275,8 +275,9 @@ def file_of(warc_dir: Path, name: str) -> Path:
 
 
 async def test_a_damaged_earlier_version_and_verify(db_url: str, tmp_path: Path) -> None:
-    """A changing page's stored version is damaged while the daemon runs: its next versions
-    are stored all the same (the diff goes without), the damage is marked and reported.
+    """A changing page's stored version is damaged between two runs of the daemon: its next
+    versions are stored all the same (the diff goes without), the damage is marked and
+    reported.
     Then, daemon stopped, `crawler verify` finds a flipped byte, a truncated file and a
     deleted file, each with its own message, and `--repair` makes the next fetch of the
     affected URLs store full responses."""
@@ -287,6 +288,12 @@ async def test_a_damaged_earlier_version_and_verify(db_url: str, tmp_path: Path)
         try:
             daemon = await RunningDaemon.start(env)
             await poll(lambda: _closed_files_at_least(warc_dir, 5), "five closed files", 90)
+            # Stopped while the damage is made: the damaged response is then surely the one the
+            # next diff of its page reads (a running daemon could store a newer one first), and
+            # the restarted daemon reads it from disk (a running one diffs against the text it
+            # keeps in memory).
+            restart_output = await daemon.stop()
+            assert daemon.proc.returncode == 0, restart_output[-3000:]
             row = await pool.fetchrow(
                 "SELECT s.*, u.url FROM stored_records s JOIN urls u ON u.id = s.url_id "
                 "WHERE u.url LIKE '%/c0' AND record_type = 'response' "
@@ -295,11 +302,6 @@ async def test_a_damaged_earlier_version_and_verify(db_url: str, tmp_path: Path)
             before = await stored_rows(pool)
             flip_byte(file_of(warc_dir, row["warc_file"]),
                       row["warc_offset"] + row["warc_length"] // 2)
-            # A running daemon diffs against the previous version's text it keeps in memory,
-            # and reads a stored version only without it: restarted, it must read the
-            # damaged one for the next diff.
-            restart_output = await daemon.stop()
-            assert daemon.proc.returncode == 0, restart_output[-3000:]
             daemon = await RunningDaemon.start(env)
             await poll(lambda: _ready_says(daemon, 200, "damaged"),
                        "/readyz naming the damage", 30)
