@@ -32,7 +32,10 @@ CONFIG = LiveConfig(
 # The uniform daemon's live freshness against the closed form at its own fetch rate: a
 # minute of 110-odd Poisson pages fetched twice each leaves a standard error near 0.02.
 NOISE_TOLERANCE = 0.06
-BUDGET_TOLERANCE = 0.10
+# A minute's window holds about 300 fetches, and the first planner rounds fall inside it:
+# seen at +10.0% in CI. The bench's 10-minute runs hold the 10% of issue 33 (+0%, +2%); this
+# guard catches the overspends it was written against (+55%, +209%).
+BUDGET_TOLERANCE = 0.15
 
 
 @pytest.fixture(scope="module")
