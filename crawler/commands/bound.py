@@ -10,8 +10,11 @@ waits for the next window. Durations take s, m, h, d or w.
 The planner treats the bounds as constraints on each URL's rate and spends the rest of the
 budget optimally on the others (docs/SCHEDULING.md). A rule replaces the URL's previous one;
 ``--clear`` removes it. ``--pattern`` (a regular expression, matched as PostgreSQL's ``~``
-does) and ``--host`` set the rule on every known URL they match, now; URLs found later do not
-take it until the command is run again. ``crawler show URL`` says which bound is binding.
+does) and ``--host`` set the rule on every known URL they match, and on every URL that
+arrives later (seeded, discovered by a link, found in a sitemap). Where several rules match a
+URL, the one set last holds, as it would on a URL known when they were all set; after
+``--clear`` a URL takes the rule that then matches it last, or none. ``crawler show URL``
+says which bound is binding.
 """
 
 from __future__ import annotations
@@ -90,22 +93,44 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
     return "url", url
 
 
+def window_spans(windows: str) -> list[float] | None:
+    """The rule's windows as stored for SQL (``schedule_rules.window_spans``): the week spans
+    of ``parse_windows``, flattened [begin, end, begin, end, ...]; None for none."""
+    parsed = parse_windows(windows)
+    return None if parsed is None else [x for span in parsed.spans for x in span]
+
+
+async def check_pattern(conn: asyncpg.Connection, pattern: str) -> None:
+    """Refuse a regular expression PostgreSQL's ``~`` does not take, before a rule holding
+    it is stored (every stored pattern is run on every new URL)."""
+    try:
+        await conn.fetchval(QUERIES["valid_pattern"], pattern)
+    except asyncpg.InvalidRegularExpressionError as error:
+        raise UserError(f"--pattern {pattern!r}: {error}") from None
+
+
 async def _apply(
     conn: asyncpg.Connection, kind: str, target: str,
-    min_seconds: float | None, max_seconds: float | None, windows: str,
+    min_seconds: float | None, max_seconds: float | None, windows: str, clear: bool,
 ) -> list[asyncpg.Record]:
-    """Copy the rule onto the matching URLs' rows; the rows, with their new due times."""
+    """Copy the rule onto the matching URLs' rows, due times moved into its bounds and
+    windows; the rows, with their new due times. With ``clear``, the URLs it matched take
+    the rule now in force for them instead (another that matches them), or none."""
     from crawler.core.hostid import host_id
 
     bounds = (min_seconds, max_seconds, windows or None)
     if kind == "url":
-        return list(await conn.fetch(QUERIES["set_url_bounds"], [target], *bounds))
-    if kind == "host":
-        return list(await conn.fetch(QUERIES["set_host_bounds"], host_id(target), *bounds))
-    try:
-        return list(await conn.fetch(QUERIES["set_pattern_bounds"], target, *bounds))
-    except asyncpg.InvalidRegularExpressionError as error:
-        raise UserError(f"--pattern {target!r}: {error}") from None
+        rows = list(await conn.fetch(QUERIES["set_url_bounds"], [target], *bounds))
+    elif kind == "host":
+        rows = list(await conn.fetch(QUERIES["set_host_bounds"], host_id(target), *bounds))
+    else:
+        rows = list(await conn.fetch(QUERIES["set_pattern_bounds"], target, *bounds))
+    if clear and rows:
+        rows = list(await conn.fetch(QUERIES["apply_schedule_rules"], [r["id"] for r in rows],
+                                     [r["host_id"] for r in rows]))
+    if windows:
+        await _into_windows(conn, rows, windows)
+    return rows
 
 
 async def _into_windows(conn: asyncpg.Connection, rows: list[asyncpg.Record], windows: str) -> None:
@@ -141,24 +166,47 @@ async def _bound(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
     if args.clear:
         if args.at_most_every or args.at_least_every or windows:
             raise UserError("crawler bound: --clear removes the rule; give no bounds with it")
-        await conn.fetch(QUERIES["delete_schedule_rule"], kind, target)
         min_seconds = max_seconds = None
     elif args.at_most_every is None and args.at_least_every is None and not windows:
         raise UserError("crawler bound: give --at-least-every, --at-most-every, --window, "
                         "--clear or --list")
     else:
         min_seconds, max_seconds = args.at_most_every, args.at_least_every
+    rule = (kind, target, min_seconds, max_seconds, windows, args.clear)
+    # The rule is committed first: from then on the trigger of migration 0032 gives it to
+    # every URL that arrives. sync_new_url_rules then enables that trigger (or disables it
+    # with no rule left) and waits for the inserts that ran before the commit, so that the
+    # update of the known URLs that follows finds those too.
+    rows: list[asyncpg.Record] = []
+    removed: list[asyncpg.Record] = []
     async with conn.transaction():
-        if not args.clear:
+        if kind == "pattern":
+            await check_pattern(conn, target)
+        if args.clear:
+            removed = await conn.fetch(QUERIES["delete_schedule_rule"], kind, target)
+        else:
             await conn.fetch(QUERIES["store_schedule_rule"], kind, target, min_seconds,
-                             max_seconds, windows)
-        rows = await _apply(conn, kind, target, min_seconds, max_seconds, windows)
-        if windows:
-            await _into_windows(conn, rows, windows)
-    if kind == "url" and not rows:
-        raise UserError(f"unknown URL {target}: seed it first (crawler seed URL)")
+                             max_seconds, windows, window_spans(windows))
+        if kind == "url":  # one known URL: its row in the same transaction
+            rows = await _apply(conn, *rule)
+            if not rows and not (args.clear and removed):
+                raise UserError(f"unknown URL {target}: seed it first (crawler seed URL)")
+    await conn.fetchval(QUERIES["sync_new_url_rules"])
+    if kind != "url":
+        async with conn.transaction():
+            rows = await _apply(conn, *rule)
     await refresh_hosts(conn, {r["host_id"] for r in rows})
     what = rule_shown(min_seconds, max_seconds, windows)
+    if args.clear:  # the URLs another rule matches took it
+        ruled = [r for r in rows if r["own_min_interval_seconds"] is not None
+                 or r["own_max_interval_seconds"] is not None or r["fetch_windows"]]
+        if kind == "url" and ruled:
+            r = ruled[0]
+            what = "rule removed; another rule matches it: " + rule_shown(
+                r["own_min_interval_seconds"], r["own_max_interval_seconds"],
+                r["fetch_windows"] or "")
+        elif ruled:
+            what += f" ({len(ruled)} of them under another rule that matches them)"
     if kind == "url":
         return f"{target}: {what}"
     return f"{len(rows)} URLs of {kind} '{target}': {what}"
@@ -178,9 +226,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("url", metavar="URL", nargs="?", default=None)
     parser.add_argument("--pattern", metavar="REGEX", default=None,
-                        help="Every known URL this regular expression matches.")
+                        help="Every URL this regular expression matches, known now or "
+                             "arriving later.")
     parser.add_argument("--host", metavar="ORIGIN", default=None,
-                        help="Every URL of this host (scheme://host[:port]).")
+                        help="Every URL of this host (scheme://host[:port]), known now or "
+                             "arriving later.")
     parser.add_argument("--at-least-every", type=duration_option("--at-least-every"),
                         default=None, metavar="D",
                         help="Fetch at least this often (the longest interval): 30s, 1h, 1d.")

@@ -9,9 +9,11 @@ changed words on a long page do not reach. ``--no-exact`` goes back to that.
 
 Both are stored on the URL, or with ``--window`` on its windowed site for every page without
 a region of its own, or with ``--pattern`` (URL is then a regular expression, matched as
-PostgreSQL's ``~`` does) on every known URL it matches. The next fetch after a change of rule
-is compared with the previous stored version under the new rule (when versions are stored),
-not taken as a new baseline.
+PostgreSQL's ``~`` does) on every known URL it matches and on every URL that arrives later
+(seeded, discovered by a link, found in a sitemap): for each part (exactness, ``--watch``,
+``--ignore``), of the patterns matching a URL the one that set it last, as on a URL known when
+they were all run. The next fetch after a change of rule is compared with the previous stored
+version under the new rule (when versions are stored), not taken as a new baseline.
 """
 
 from __future__ import annotations
@@ -91,8 +93,24 @@ async def _url_rule(conn: asyncpg.Connection, url: str) -> str:
     return rule_shown(True, "the URL's own" if row["watch_exact"] else "its window's")
 
 
+def _pattern_parts(args: argparse.Namespace) -> dict[str, str]:
+    """The parts a ``--pattern`` command sets, as ``watch_rules`` stores them: 'exact' ('true'
+    or 'false'), 'watch' and 'ignore' (a selector, '' for none; ``--clear`` empties both
+    unless given), as set_pattern_rule sets them on the known URLs."""
+    parts: dict[str, str] = {}
+    if args.exact is not None:
+        parts["exact"] = "true" if args.exact else "false"
+    for part, given in (("watch", args.watch), ("ignore", args.ignore)):
+        if given is not None:
+            parts[part] = given
+        elif args.clear:
+            parts[part] = ""
+    return parts
+
+
 async def _watch_pattern(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
-    """``--pattern``: the rule set on every known URL the regular expression matches."""
+    """``--pattern``: the rule set on every known URL the regular expression matches, and
+    stored for those that arrive later."""
     from crawler.core.patterns import PatternError, compile_pattern
 
     try:
@@ -104,11 +122,18 @@ async def _watch_pattern(conn: asyncpg.Connection, args: argparse.Namespace) -> 
     if not (wanted(args) or args.clear or args.exact is not None):
         raise UserError("--pattern: give what to set (--exact, --no-exact, --watch, "
                         "--ignore or --clear)")
-    try:
-        done = await conn.fetch(QUERIES["set_pattern_rule"], args.url, args.exact, args.watch,
-                                args.ignore, args.clear)
-    except asyncpg.InvalidRegularExpressionError as error:
-        raise UserError(f"--pattern {args.url!r}: {error}") from None
+    from crawler.commands.bound import check_pattern
+
+    # Stored for the URLs that arrive later (the trigger of migration 0032), committed before
+    # the known URLs are updated, as crawler bound does.
+    parts = _pattern_parts(args)
+    async with conn.transaction():
+        await check_pattern(conn, args.url)
+        await conn.fetch(QUERIES["store_watch_rule"], args.url, list(parts), list(parts.values()))
+        await conn.fetch(QUERIES["prune_watch_rules"])
+    await conn.fetchval(QUERIES["sync_new_url_rules"])
+    done = await conn.fetch(QUERIES["set_pattern_rule"], args.url, args.exact, args.watch,
+                            args.ignore, args.clear)
     what = [] if args.exact is None else [rule_shown(args.exact)]
     if wanted(args) or args.clear:
         what.append("region " + Region(args.watch or None, args.ignore or None).describe())
@@ -186,8 +211,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     add_region_options(parser, "this URL")
     parser.add_argument("--pattern", action="store_true",
                         help="URL is a regular expression: set the rule on every known URL it "
-                             "matches (URLs found later do not take it; a window's pages take "
-                             "its rule with --window).")
+                             "matches and on every URL that arrives later (a window's pages "
+                             "take its rule with --window).")
     parser.add_argument("--clear", action="store_true",
                         help="Remove the region (the whole page counts again); with --watch "
                              "or --ignore, start from nothing rather than the current region.")
