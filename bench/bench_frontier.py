@@ -43,14 +43,16 @@ from scratch import add_database_url, server_url, with_database
 
 from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
-from crawler.core.model import FetchResult, Observation, Outcome, UrlRecord, replace_record
+from crawler.core.model import FetchResult, Observation, Outcome, UrlRecord
+from crawler.core.planning import PlannerOutcome
 from crawler.core.transition import HostContext, Transition, transition
 from crawler.daemon import heap
 from crawler.daemon.config import planner_inputs
-from crawler.daemon.planner import PlannerOutcome, planner_pool, solve_once
+from crawler.daemon.planner import solve_once
 from crawler.daemon.processes import default_processes
 from crawler.daemon.recorder import Recorder
 from crawler.db import frontier, migrate
+from crawler.db.planning import planner_pool
 from crawler.db.queries import QUERIES
 
 CONFIG = transition_config(
@@ -94,8 +96,7 @@ def fetch_maker() -> Callable[[UrlRecord], Transition]:
         t = template
         return Transition(
             record,
-            replace_record(t.record, url_id=record.url_id, url=record.url,
-                           host_id=record.host_id),
+            replace(t.record, url_id=record.url_id, url=record.url, host_id=record.host_id),
             observation, t.schedule, t.host, t.redirect_to, t.seed, t.window, t.event,
         )
 

@@ -1,5 +1,5 @@
 """What fsync before the index commit costs the record path: records per second written and
-made durable by ``ThreadedStore.sync`` with ``concurrency`` fetches waiting at once, fsync on
+made durable by ``DurableStore.sync`` with ``concurrency`` fetches waiting at once, fsync on
 and off, and the fsync rounds taken (one shared by the fetches that wait together).
 
 Run: .venv/bin/python bench/bench_warc_fsync.py [--dir DIR] [--records 4000]
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from crawler.store.base import Capture
-from crawler.store.threaded import ThreadedStore
+from crawler.store.durable import DurableStore
 from crawler.store.warc import WarcStore
 
 
@@ -31,7 +31,7 @@ def capture(n: int) -> Capture:
 
 
 async def one(root: Path, records: int, concurrency: int, fsync: bool) -> tuple[float, int]:
-    store = ThreadedStore(WarcStore(root, max_bytes=10**9, writer_name="bench", fsync=fsync))
+    store = DurableStore(WarcStore(root, max_bytes=10**9, writer_name="bench", fsync=fsync))
     captures = [capture(n) for n in range(records)]
     queue = iter(captures)
 

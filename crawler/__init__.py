@@ -3,8 +3,8 @@
 import os
 
 # The planner's numpy and scipy work is on small matrices, where OpenBLAS's worker threads
-# only contend with the fetch loop for the cores (measured: a prior fit 9x slower on a busy
-# 2-core machine). Set before numpy is first imported; an operator's own value wins.
+# only contend with the fetch loop for the cores (a prior fit on a busy machine is then several
+# times slower). Set before numpy is first imported; an operator's own value wins.
 for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 

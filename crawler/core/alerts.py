@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from crawler.core.model import Observation, Outcome, UrlRecord
+from crawler.core.model import AnyErrorKind, Observation, Outcome, UrlRecord, http_error_kind
 
 HOST = 0  # the url_id of a host's own row in ``alerts``
 
@@ -31,12 +31,12 @@ WORKED_OUTCOMES = frozenset(
 )
 
 
-def failure_kind(outcome: str, error_kind: str | None, status: int | None) -> str:
+def failure_kind(outcome: str, error_kind: AnyErrorKind | None, status: int | None) -> str:
     """The name a failure is counted and shown under (the metric's ``kind`` label)."""
     if error_kind:
         return error_kind
     if status is not None:
-        return f"http_{status}"
+        return http_error_kind(status)
     return str(outcome)
 
 

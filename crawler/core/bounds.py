@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from crawler.core.extract import ParsedPage
-from crawler.core.model import OK, FetchResult
+from crawler.core.model import OK, ErrorKind, FetchResult
 from crawler.core.observe import is_html, parse_result
 from crawler.core.region import Region
 
@@ -32,7 +32,6 @@ except ImportError:  # built without a C compiler: the numpy version gives the s
 MAX_TREE_DEPTH = 512  # Chromium's kMaximumHTMLParserDOMTreeDepth
 SMALL_PAGE_BYTES = 8192  # below this, counting '<' is cheaper than the numpy bound
 BINARY_TYPE = "application/octet-stream"
-PARSE_ERROR = "parse_error"
 # Names are compared as one 8-byte integer: every name below fits (a longer name that starts
 # with "optgroup" or "colgroup" counts as flat, which only under-counts depth).
 NAME_BYTES = 8
@@ -100,8 +99,7 @@ def tag_depths(body: bytes) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]
 def _depth_upper_bound(body: bytes) -> int:
     """The depth counting every start tag as nesting (void ones too): cheap, and never less
     than the depth ``tag_depths`` finds, so an ordinary page is let through on this alone.
-    In C when ``crawler.core._speedups`` is built (one pass, no arrays: 12 µs instead of 32 µs
-    a python3-doc page)."""
+    In C when ``crawler.core._speedups`` is built (one pass, no arrays)."""
     if _speedups is not None:
         return int(_speedups.depth_upper_bound(body))
     return _depth_upper_bound_numpy(body)
@@ -176,5 +174,5 @@ def parse_bounded(
             region=region,
         )
     except Exception:  # any failure of the parser is this page's, not the fetch loop's
-        return replace(result, content_type=BINARY_TYPE, error_kind=PARSE_ERROR), None
+        return replace(result, content_type=BINARY_TYPE, error_kind=ErrorKind.PARSE_ERROR), None
     return result, page

@@ -55,7 +55,7 @@ BUDGET_DEFAULT = 0.0
 def default_budget_per_day(urls: int, default_interval_seconds: float) -> float:
     """What uniform revisits at the default interval spend: each URL once per interval.
 
-    The polite default (issue 15): with no budget configured the optimum redistributes what
+    The polite default: with no budget configured the optimum redistributes what
     the uniform schedule would spend, instead of the most politeness allows.
     """
     return max(urls, 0) * SECONDS_PER_DAY / default_interval_seconds

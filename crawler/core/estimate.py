@@ -318,7 +318,7 @@ def fast_posterior_rate(
     docs/MODEL.md section 2), but found without a grid: the log posterior in x = log lam is
     concave, so Newton's method reaches its mode in a few steps, and a 5-point Gauss-Hermite
     rule around the mode, reweighted by the exact kernel, gives the mean (Laplace's method
-    with a skew correction). About 10x faster than the quadrature; within 3% of it
+    with a skew correction). Much cheaper than the quadrature, and within 3% of it
     (tests/unit/test_estimate.py). `guess_rate_per_day` (the URL's previous estimate) only
     shortens the mode search.
 

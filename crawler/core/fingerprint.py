@@ -37,13 +37,14 @@ _FMIX_C2: Final = 0xC4CEB9FE1A85EC53
 def crc32_fmix64(data: bytes) -> bytes:
     """Default feature hash: 8 big-endian bytes of MurmurHash3's fmix64 applied to crc32(data).
 
-    Why not md5/blake2b: in CPython each hashlib call costs ~0.5 µs (object creation), which
-    dominated the per-page cost; zlib.crc32 costs ~45 ns, and `simhash64` runs the mixing for
-    all features at once in numpy. fmix64 is a bijection with full avalanche, so it spreads the
-    checksum over all 64 bits independently enough for Charikar's per-bit vote; two tokens of
-    one page share a crc32 with probability ~n²/2**33 (1e-4 for 1,000 tokens), which only merges
-    their votes. Stable across processes, versions and platforms (crc32 is standardised), unlike
-    Python's salted `hash()`. Never change it: stored fingerprints depend on it.
+    Why not md5/blake2b: in CPython each hashlib call creates an object, and at one call per
+    token that dominated the per-page cost; zlib.crc32 creates none, and `simhash64` runs the
+    mixing for all features at once in numpy. fmix64 is a bijection with full avalanche, so it
+    spreads the checksum over all 64 bits independently enough for Charikar's per-bit vote;
+    two tokens of one page share a crc32 with probability ~n²/2**33 (1e-4 for 1,000 tokens),
+    which only merges their votes. Stable across processes, versions and platforms (crc32 is
+    standardised), unlike Python's salted `hash()`. Never change it: stored fingerprints
+    depend on it.
     """
     key = zlib.crc32(data)
     key ^= key >> 33
@@ -180,10 +181,10 @@ def content_hash(body: bytes) -> bytes:
 
     SHA-1 because it is the WARC payload digest's hash: a page stored whole is hashed once,
     the digest coming from this value (``crawler.store.base.Capture.payload_sha1``). It is also
-    the cheapest of hashlib's where the CPU has SHA instructions (33 us for a 44 KB page, where
-    BLAKE2b, the hash before it, took 88 us). Nothing here needs collision resistance against
-    an adversary: a page that forged a collision with its own previous version would only
-    have its change counted as none, which serving the same bytes achieves anyway.
+    the cheapest of hashlib's where the CPU has SHA instructions. Nothing here needs collision
+    resistance against an adversary: a page that forged a collision with its own previous
+    version would only have its change counted as none, which serving the same bytes achieves
+    anyway.
     """
     return hashlib.sha1(body).digest()
 

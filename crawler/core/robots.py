@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from crawler.core import model, robotstxt
+from crawler.core.model import AnyErrorKind, ErrorKind
 
 ROBOTS_MAX_BYTES = 500 * 1024  # RFC 9309 section 2.5: parse at least 500 KiB
 ROBOTS_CACHE_MAX_SECONDS = 86400.0  # RFC 9309 section 2.4: SHOULD NOT cache beyond 24 h
@@ -40,7 +41,8 @@ DISALLOW_ALL = "disallow_all"
 
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")
 _BOM_PREFIXES = (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef")
-_UNAVAILABLE_KINDS = frozenset({"too_many_redirects", "redirect_loop", "bad_redirect_scheme"})
+_UNAVAILABLE_KINDS = frozenset(
+    {ErrorKind.TOO_MANY_REDIRECTS, ErrorKind.REDIRECT_LOOP, ErrorKind.BAD_REDIRECT_SCHEME})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,7 @@ class RobotsFetch:
     status: int | None = None
     body: str = ""
     truncated: bool = False
-    error_kind: str | None = None
+    error_kind: AnyErrorKind | None = None
     retry_after_seconds: float | None = None
 
 
@@ -118,7 +120,7 @@ def robots_outcome(
     status: int | None,
     body: bytes,
     truncated: bool,
-    error_kind: str | None,
+    error_kind: AnyErrorKind | None,
     retry_after_seconds: float | None,
 ) -> RobotsFetch:
     """Classify a fetch of /robots.txt (fields of a ``FetchResult``) per RFC 9309 2.3.1."""

@@ -10,8 +10,8 @@ from typing import Any
 
 from crawler.config import circuit_breaker, overridden, schedule_policy
 from crawler.core.patterns import global_filter
+from crawler.core.planning import PlannerInputs
 from crawler.core.robots import product_token
-from crawler.daemon.planner import PlannerInputs
 from crawler.daemon.worker import WorkerConfig
 from crawler.net.fetch import FetchLimits
 from crawler.settings import Settings

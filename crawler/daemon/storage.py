@@ -1,6 +1,6 @@
 """Side task: probe the collection's directory, and say its state where operators look.
 
-``ThreadedStore.probe`` faults or clears the store's health; this publishes every change at
+``DurableStore.probe`` faults or clears the store's health; this publishes every change at
 once (the metrics, and this daemon's row for ``crawler status``) and the state again every
 ``REFRESH_SECONDS``, so that a row written before the daemon's first heartbeat, or a write
 lost to a database hiccup, is corrected soon. ``/readyz`` reads the health itself.
@@ -19,7 +19,7 @@ import asyncpg
 from crawler.db.errors import retried_later
 from crawler.db.queries import QUERIES
 from crawler.metrics import CollectionMetrics
-from crawler.store.threaded import PROBE_SECONDS, ThreadedStore
+from crawler.store.durable import PROBE_SECONDS, DurableStore
 from crawler.store.warc import Recovered
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ REFRESH_SECONDS = 10.0
 
 
 async def watch_storage(
-    store: ThreadedStore,
+    store: DurableStore,
     pool: asyncpg.Pool,
     owner: str,
     metrics: CollectionMetrics | None,
@@ -57,7 +57,7 @@ async def watch_storage(
 
 
 async def _mark_unreadable(
-    store: ThreadedStore, pool: asyncpg.Pool, metrics: CollectionMetrics | None
+    store: DurableStore, pool: asyncpg.Pool, metrics: CollectionMetrics | None
 ) -> None:
     """Mark the records the fetch path found unreadable (``WarcStore.note_unreadable``)."""
     found: list[tuple[str, int, str]] | None = getattr(store.store, "unreadable", None)

@@ -169,7 +169,7 @@ async def create_pool(
     ``custom_plans``: every execution of a prepared statement is planned for its parameters
     (``plan_cache_mode = force_custom_plan``). After five executions PostgreSQL may switch a
     statement to a generic plan, which cannot see how many rows an array parameter holds:
-    the planner's rescheduling walk (2,000-row arrays) went from 42 ms a chunk to 870 ms. The
+    the planner's rescheduling walk (2,000-row arrays) then runs many times slower. The
     fetch loop's statements are better off with generic plans (planning each costs more than
     it saves there), so this is for the planner's pool. Behind PgBouncer statements are
     unnamed, hence always planned for their parameters, and the setting is not sent (PgBouncer

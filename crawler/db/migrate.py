@@ -96,17 +96,3 @@ def alembic_head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config("postgresql://x@/x")).get_current_head()
-
-
-async def current_revision(url: str) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    engine = create_async_engine(sqlalchemy_url(url))
-    try:
-        async with engine.connect() as conn:
-            return await conn.run_sync(
-                lambda sync_conn: MigrationContext.configure(sync_conn).get_current_revision()
-            )
-    finally:
-        await engine.dispose()

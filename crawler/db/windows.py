@@ -107,22 +107,6 @@ async def replace_out_links(
     return old, ids
 
 
-async def store_out_links(
-    conn: asyncpg.Connection,
-    url_id: int,
-    site_id: int,
-    host_id: int,
-    targets: Sequence[str],
-    *,
-    first_fetch: bool = False,
-) -> bool:
-    """``replace_out_links``; returns whether the page's out-links changed."""
-    old, new = await replace_out_links(
-        conn, url_id, site_id, host_id, targets, first_fetch=first_fetch
-    )
-    return old != new
-
-
 async def _write_changes(conn: asyncpg.Connection, changes: Sequence[Membership], now: float,
                          host_id: int) -> None:
     if changes:

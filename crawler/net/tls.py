@@ -14,16 +14,18 @@ from pathlib import Path
 
 import aiohttp
 
+from crawler.core.model import ErrorKind
+
 # OpenSSL X509_V_ERR_* codes (include/openssl/x509_vfy.h) named by the error kind recorded.
 _VERIFY_KINDS = {
-    9: "tls_not_yet_valid",  # X509_V_ERR_CERT_NOT_YET_VALID
-    10: "tls_expired",  # X509_V_ERR_CERT_HAS_EXPIRED
-    18: "tls_self_signed",  # X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT
-    19: "tls_untrusted",  # X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN
-    20: "tls_untrusted",  # X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY
-    21: "tls_untrusted",  # X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE
-    62: "tls_hostname_mismatch",  # X509_V_ERR_HOSTNAME_MISMATCH
-    64: "tls_hostname_mismatch",  # X509_V_ERR_IP_ADDRESS_MISMATCH
+    9: ErrorKind.TLS_NOT_YET_VALID,  # X509_V_ERR_CERT_NOT_YET_VALID
+    10: ErrorKind.TLS_EXPIRED,  # X509_V_ERR_CERT_HAS_EXPIRED
+    18: ErrorKind.TLS_SELF_SIGNED,  # X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT
+    19: ErrorKind.TLS_UNTRUSTED,  # X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN
+    20: ErrorKind.TLS_UNTRUSTED,  # X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+    21: ErrorKind.TLS_UNTRUSTED,  # X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE
+    62: ErrorKind.TLS_HOSTNAME_MISMATCH,  # X509_V_ERR_HOSTNAME_MISMATCH
+    64: ErrorKind.TLS_HOSTNAME_MISMATCH,  # X509_V_ERR_IP_ADDRESS_MISMATCH
 }
 
 
@@ -39,7 +41,7 @@ def tls_context(ca_bundle: Path | None = None) -> ssl.SSLContext:
     return context
 
 
-def tls_error_kind(exc: BaseException) -> str:
+def tls_error_kind(exc: BaseException) -> ErrorKind:
     """The error kind of a failed TLS connection: which certificate check refused it."""
     is_cert = isinstance(exc, aiohttp.ClientConnectorCertificateError)
     cert_error: BaseException = (
@@ -47,7 +49,7 @@ def tls_error_kind(exc: BaseException) -> str:
     )
     code = getattr(cert_error, "verify_code", None)
     if isinstance(code, int):
-        return _VERIFY_KINDS.get(code, "tls_cert_invalid")
-    return "tls_cert_invalid" if is_cert else "tls_handshake"
+        return _VERIFY_KINDS.get(code, ErrorKind.TLS_CERT_INVALID)
+    return ErrorKind.TLS_CERT_INVALID if is_cert else ErrorKind.TLS_HANDSHAKE
 
 

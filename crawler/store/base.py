@@ -1,7 +1,7 @@
 """The record store's interface: what the fetch path writes and the commands read.
 
 ``RecordStore`` is blocking and single-threaded by design (one writer appends to one open
-file at a time); ``crawler.store.threaded`` runs it for the event loop (records inline, the
+file at a time); ``crawler.store.durable`` runs it for the event loop (records inline, the
 slow closing of a full file on a thread). A backend stores a response or a revisit and
 returns where it put it; ``read`` gives the record back from that location. An object-store
 backend would implement the same methods and nothing in the fetch loop would change.

@@ -66,7 +66,7 @@ from crawler.store.base import (
     RecordStore,
     StoredRecord,
 )
-from crawler.store.threaded import ThreadedStore
+from crawler.store.durable import DurableStore
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class LastResponse:
     offset: int
     record_id: str
     payload_digest: str
-    # Its WARC-Target-URI, which a revisit names; None for rows stored before 0017.
+    # Its WARC-Target-URI, which a revisit names; None for a row indexed without one.
     url: str | None
 
 
@@ -112,7 +112,7 @@ class CollectionWrite:
     event_kind: str | None
     event: dict[str, Any] | None
     unconditional: bool = False  # a 304 with no original: drop the validators with the fetch
-    host_id: int = 0  # the URL's host: in every key of the collection's rows (0010_citus)
+    host_id: int = 0  # the URL's host: in every key of the collection's rows (Citus shards)
 
     def adjusted(self, t: Transition) -> Transition:
         """The transition to write: ``t``, without validators when the next fetch must be
@@ -187,7 +187,7 @@ async def last_response(
 
 
 class Collection:
-    """Stores fetches through a ``ThreadedStore``; reads the index through ``pool``. With no
+    """Stores fetches through a ``DurableStore``; reads the index through ``pool``. With no
     store (``CRAWLER_STORE_VERSIONS=false``) only change events are written, without lines.
 
     The newest stored response of recently stored URLs is remembered (with the content hash
@@ -198,7 +198,7 @@ class Collection:
 
     def __init__(
         self,
-        store: ThreadedStore | None,
+        store: DurableStore | None,
         pool: asyncpg.Pool,
         user_agent: str = "",
         metrics: CollectionMetrics | None = None,
@@ -478,7 +478,7 @@ def _write(
         capture.status == 304 or capture.payload_digest() == original.payload_digest
     ):
         # The URI the original was stored under: after a temporary redirect whose target
-        # moved, not this capture's. Unknown for rows indexed before 0017: this one's.
+        # moved, not this capture's. Unknown for a row indexed without it: this one's.
         stored = store.write_revisit(capture, Original(
             original.url or capture.url, original.fetched_at, original.record_id,
             original.payload_digest,

@@ -4,7 +4,7 @@ A fetch whose record cannot be stored is a request wasted on the site and an ans
 the daemon claims no host while the store is faulted (``crawler.daemon.worker``) and says why
 in ``crawler status``, in a metric and in ``/readyz``. A fault is raised by the write that
 failed and cleared only by a probe that writes, syncs and removes a file in the directory
-(``crawler.store.threaded``): a fault that clears by itself (space freed, the directory made
+(``crawler.store.durable``): a fault that clears by itself (space freed, the directory made
 writable again, recreated) resumes work within a probe interval.
 """
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import errno
 from collections.abc import Callable
+
+from crawler.core.model import ErrorKind
 
 # Fault kinds: a bounded set, so they can label a metric.
 DISK_FULL = "disk_full"
@@ -121,6 +123,20 @@ class StorageHealth:
         return True
 
 
-# The error_kind of a fetch recorded without its content because storing it failed
-# (``storage_disk_full``, ..., ``storage_error`` for any other exception).
+# The error_kind of a fetch recorded without its content because storing it failed: the
+# fault's kind after this prefix (``storage_disk_full``, ...), ``storage_error`` for any
+# other exception.
 STORAGE_ERROR_PREFIX = "storage_"
+_ERROR_KIND_OF_FAULT = {
+    DISK_FULL: ErrorKind.STORAGE_DISK_FULL,
+    READ_ONLY: ErrorKind.STORAGE_READ_ONLY,
+    DIRECTORY_GONE: ErrorKind.STORAGE_DIRECTORY_GONE,
+    IO_ERROR: ErrorKind.STORAGE_IO_ERROR,
+}
+
+
+def not_stored_kind(exc: BaseException) -> ErrorKind:
+    """The error kind of a fetch whose record storing or writing raised ``exc``."""
+    if isinstance(exc, OSError | StorageError):
+        return _ERROR_KIND_OF_FAULT.get(fault_kind(exc), ErrorKind.STORAGE_IO_ERROR)
+    return ErrorKind.STORAGE_ERROR

@@ -287,13 +287,12 @@ def _request_record(capture: Capture, concurrent_to: str, date: str) -> bytes:
 
 def gzip_bytes(data: bytes, level: int = GZIP_LEVEL) -> bytes:
     """One gzip member at ``level`` (``CRAWLER_WARC_GZIP_LEVEL``; warcio's own writer uses 9,
-    which costs twice the CPU of 6 for about 2% smaller files of HTML).
+    which costs far more CPU than 6 for files of HTML barely smaller).
 
     libdeflate, not zlib: a record is compressed whole, which is the one case libdeflate
-    serves (no streaming), and at the same level it takes 0.46 ms for a 47 KB page where zlib
-    takes 1.0 ms, for files 0.4% larger. ISA-L at its level 2 would take 0.13 ms but make files
-    17% larger: an archive kept for months pays that in disk every day, so it is not the
-    default."""
+    serves (no streaming), and at the same level it is much faster for files barely larger.
+    ISA-L would be faster still but make files markedly larger: an archive kept for months
+    pays that in disk every day, so it is not the default (figures: docs/PERFORMANCE.md)."""
     return bytes(deflate.gzip_compress(data, level))
 
 

@@ -71,7 +71,9 @@ async def test_a_frozen_deliverer_is_taken_over_within_the_lease(db_url: str) ->
     frozen: asyncio.subprocess.Process | None = None
     try:
         async def holder() -> asyncpg.Record | None:
-            row = await pool.fetchrow(QUERIES["delivery_holder"])
+            row = await pool.fetchrow(
+                "SELECT owner, epoch, expires_at, expires_at > now() AS live "
+                "FROM delivery_lease WHERE name = 'outbox'")
             return row if row is not None and row["live"] else None
 
         await until(lambda: holder(), "a daemon to take the delivery lease")

@@ -34,6 +34,8 @@ async def test_collection_queries_use_indexes(db_url: str, query: str) -> None:
         await conn.close()
 
 
+@pytest.mark.breaks_invariant(
+    "index_rows", reason="its index row names a WARC file that was never written (f.warc.gz)")
 async def test_the_collection_rows_alone_write_once(db_url: str) -> None:
     """The transaction path (windowed pages, redirects) runs ``collection_rows`` on its own;
     a retried commit writes nothing twice."""

@@ -86,6 +86,9 @@ async def add_collection_rows(pool: asyncpg.Pool) -> None:
         )
 
 
+@pytest.mark.breaks_invariant(
+    "index_rows", reason="its index rows are inserted by hand, naming a WARC file that was never "
+    "written (a.warc.gz)")
 async def test_partitions_are_created_ahead_and_dropped_past_the_retention(
     db_url: str,
 ) -> None:

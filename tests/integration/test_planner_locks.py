@@ -12,9 +12,9 @@ import asyncpg
 import pytest
 
 from crawler.config import default_settings, schedule_policy
-from crawler.daemon import planner
-from crawler.daemon.planner import refresh_hosts, reschedule
-from crawler.db import frontier
+from crawler.db import frontier, planning
+from crawler.db.frontier import refresh_hosts
+from crawler.db.planning import reschedule
 
 # Each test with the plain statements and with the Citus variants (conftest.statements).
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("statements")]
@@ -79,7 +79,7 @@ async def test_reschedule_skips_locked_rows_and_retries_locked_hosts(db_url: str
 async def test_a_host_locked_past_the_walk_is_refreshed_by_the_next_round(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(planner, "HOST_REFRESH_PATIENCE_SECONDS", 0.3)
+    monkeypatch.setattr(planning, "HOST_REFRESH_PATIENCE_SECONDS", 0.3)
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
     fetcher = await asyncpg.connect(db_url)
     try:

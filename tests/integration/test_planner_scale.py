@@ -17,21 +17,19 @@ from crawler.core.budget import derived_budget_per_day, plan_population
 from crawler.core.estimate import ChangeHistory, GammaPrior
 from crawler.core.model import SECONDS_PER_DAY, UrlRecord
 from crawler.core.periodic import PeriodicModel
-from crawler.core.replan import current_rates, moved_urls
+from crawler.core.planning import PlannerInputs, PlannerOutcome
+from crawler.core.replan import current_rates, moved_urls, replanned
 from crawler.core.schedule import SchedulePolicy
 from crawler.daemon.config import planner_inputs
-from crawler.daemon.planner import (
+from crawler.daemon.planner import solve_once
+from crawler.db import frontier
+from crawler.db.planning import (
     RESCHEDULE_CHUNK,
-    PlannerInputs,
-    PlannerOutcome,
     fleet_budget,
     planner_pool,
     read_sample,
-    replanned,
     reschedule,
-    solve_once,
 )
-from crawler.db import frontier
 from crawler.db.queries import QUERIES
 
 pytestmark = pytest.mark.timeout(180)

@@ -14,8 +14,8 @@ from warctools import check_files
 
 from crawler.store.base import Capture
 from crawler.store.damage import CORRUPT, DIGEST, MISSING, TRUNCATED, RecordDamaged
+from crawler.store.durable import DurableStore
 from crawler.store.health import DIRECTORY_GONE, DISK_FULL, StorageError
-from crawler.store.threaded import ThreadedStore
 from crawler.store.warc import (
     OPEN_SUFFIX,
     SUFFIX,
@@ -62,33 +62,33 @@ def test_a_partial_write_is_cut_back_and_never_followed(tmp_path: Path) -> None:
 
 async def test_a_deleted_directory_fails_the_sync_and_is_recreated(tmp_path: Path) -> None:
     root = tmp_path / "warc"
-    threaded = ThreadedStore(WarcStore(root, max_bytes=10**9, writer_name="gone"))
-    await threaded.run(lambda store: store.write_response(capture(1)))
-    await threaded.sync()
+    durable = DurableStore(WarcStore(root, max_bytes=10**9, writer_name="gone"))
+    await durable.run(lambda store: store.write_response(capture(1)))
+    await durable.sync()
     os.rename(root, tmp_path / "moved")
-    await threaded.run(lambda store: store.write_response(capture(2)))
+    await durable.run(lambda store: store.write_response(capture(2)))
     with pytest.raises(StorageError) as lost:
-        await threaded.sync()
+        await durable.sync()
     assert lost.value.kind == DIRECTORY_GONE
-    assert not threaded.health.writable
-    await threaded.probe()  # recreates the directory and writes there
-    assert root.is_dir() and threaded.health.writable
-    stored = await threaded.run(lambda store: store.write_response(capture(3)))
-    await threaded.sync()
+    assert not durable.health.writable
+    await durable.probe()  # recreates the directory and writes there
+    assert root.is_dir() and durable.health.writable
+    stored = await durable.run(lambda store: store.write_response(capture(3)))
+    await durable.sync()
     assert (root / (stored.file + OPEN_SUFFIX)).exists()
-    await threaded.close()
+    await durable.close()
 
 
 async def test_concurrent_syncs_share_one_fsync(tmp_path: Path) -> None:
-    threaded = ThreadedStore(WarcStore(tmp_path, max_bytes=10**9, writer_name="group"))
+    durable = DurableStore(WarcStore(tmp_path, max_bytes=10**9, writer_name="group"))
 
     async def one(n: int) -> None:
-        await threaded.run(lambda store: store.write_response(capture(n)))
-        await threaded.sync()
+        await durable.run(lambda store: store.write_response(capture(n)))
+        await durable.sync()
 
     await asyncio.gather(*(one(n) for n in range(50)))
-    assert 1 <= threaded.syncs < 10, threaded.syncs
-    await threaded.close()
+    assert 1 <= durable.syncs < 10, durable.syncs
+    await durable.close()
 
 
 def test_recovery_keeps_damage_that_complete_records_follow(tmp_path: Path) -> None:

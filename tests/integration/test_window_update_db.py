@@ -32,6 +32,10 @@ async def site(conn: asyncpg.Connection, pages: int, size: int) -> tuple[int, in
     return site_id, rows[0]["host_id"], [by_url[u] for u in urls]
 
 
+@pytest.mark.breaks_invariant(
+    "urls_scheduled", "hosts_due", reason="it sets URLs' state to gone by hand (no transition: "
+    "parked pages get no gone recheck) and moves its window outside any lease, at a time before "
+    "its host's")
 async def test_incremental_updates_leave_nothing_for_a_full_recompute(db_url: str) -> None:
     conn = await asyncpg.connect(db_url)
     rng = random.Random(13)

@@ -1,14 +1,12 @@
-"""Run a blocking ``RecordStore`` for the event loop: records written inline, files synced and
-closed on a thread of their own.
+"""The record store as the event loop uses it: records written inline, made durable by a
+group fsync on a thread of its own, and every storage fault kept in ``health``.
 
-Writing a record is a few hundred microseconds of CPU (serialize, SHA-1, gzip) and a
-``write`` to the page cache. Handing it to a thread cost far more than doing it: the writer
-thread needs the GIL back after every step that releases it (hashing, compressing, writing),
-and while the loop is busy parsing pages each reacquisition waits for the loop's switch
-interval (5 ms), so a fetch waited 35-50 ms for its record on a loaded machine (median,
-measured) against about 1 ms inline, and fetches of a host run back to back behind it. So
-records are written on the loop; what can stall, ``fsync`` (of the records before their index
-rows commit, and of a full file being closed), runs on this store's thread.
+Records are written on the loop because a write is a little CPU (serialize, SHA-1, gzip) and a
+``write`` to the page cache, while a writer thread would need the GIL back after every step
+that releases it, each time behind a loop busy parsing pages: a fetch would wait many times
+longer for its record than the write takes, and a host's fetches run back to back behind it.
+What can stall, ``fsync`` (of the records before their index rows commit, and of a full file
+being closed), runs on this store's thread.
 
 ``sync`` is a group fsync: every fetch waits for one fsync that started after its record was
 written, and the fetches that arrive while one runs share the next, so a loaded daemon pays
@@ -40,7 +38,7 @@ PROBE_BYTES = 64 * 1024
 PROBE_SECONDS = 1.0
 
 
-class ThreadedStore:
+class DurableStore:
     def __init__(self, store: RecordStore, health: StorageHealth | None = None) -> None:
         self.store = store
         self.health = health or StorageHealth()
