@@ -23,6 +23,7 @@ import asyncio
 import time
 import uuid
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +41,14 @@ from crawler.core.sitemaps import (
     location_allows,
     robots_sitemaps,
 )
+from crawler.db import frontier
 from crawler.db.queries import QUERIES
 from crawler.net.fetch import FetchLimits, fetch_robots
 from crawler.net.sitemapfetch import SitemapRead, read_sitemap
 from crawler.settings import Settings
+
+# What one file added to a run: the URLs not taken from an earlier file, and its date hints.
+FileTaken = Callable[[list[str], list[tuple[str, str, float, str]]], Awaitable[None]]
 
 MAX_FILES = 1000  # sitemap files read per run: 5 * 10^7 URLs at the protocol's 50,000 each
 LEASE_SECONDS = 120.0  # renewed after every request; longer than any one request may take
@@ -166,8 +171,10 @@ class Reader:
     """Reads sitemaps one at a time, holding one host at a time."""
 
     def __init__(self, conn: asyncpg.Connection, session: aiohttp.ClientSession,
-                 settings: Settings, limits: FetchLimits, filters: list[UrlFilter]) -> None:
+                 settings: Settings, limits: FetchLimits, filters: list[UrlFilter],
+                 on_file: FileTaken | None = None) -> None:
         self.conn = conn
+        self.on_file = on_file
         self.session = session
         self.settings = settings
         self.limits = limits
@@ -235,7 +242,9 @@ class Reader:
                     else:
                         queue.append((entry.url, depth + 1, robots_origin))
                 continue
-            self.take(report, read)
+            urls, hints = self.take(report, read)
+            if self.on_file is not None:
+                await self.on_file(urls, hints)
         await self.close()
         return harvest
 
@@ -259,8 +268,13 @@ class Reader:
             return None
         return read
 
-    def take(self, report: FileReport, read: SitemapRead) -> None:
+    def take(self, report: FileReport, read: SitemapRead
+             ) -> tuple[list[str], list[tuple[str, str, float, str]]]:
+        """Keep what ``read`` listed that the bounds and filters allow; returns the URLs new
+        to this run and the file's date hints."""
         harvest = self.harvest
+        new_urls: list[str] = []
+        new_hints: list[tuple[str, str, float, str]] = []
         for entry in read.entries:
             if not location_allows(report.url, entry.url, report.robots_origin):
                 report.rejected += 1
@@ -272,16 +286,24 @@ class Reader:
                 harvest.filtered[reason] = harvest.filtered.get(reason, 0) + 1
                 continue
             report.taken += 1
-            harvest.urls[entry.url] = None
+            if entry.url not in harvest.urls:
+                harvest.urls[entry.url] = None
+                new_urls.append(entry.url)
             for hint in entry.hints:
-                harvest.hints[(entry.url, hint.kind, hint.claimed, report.url)] = None
+                key = (entry.url, hint.kind, hint.claimed, report.url)
+                if key not in harvest.hints:
+                    harvest.hints[key] = None
+                    new_hints.append(key)
+        return new_urls, new_hints
 
 
 async def harvest_sitemaps(conn: asyncpg.Connection, session: aiohttp.ClientSession,
                            settings: Settings, limits: FetchLimits, filters: list[UrlFilter],
-                           *, origins: list[str], sitemaps: list[str]) -> Harvest:
-    """Read the sitemaps of ``origins`` (found through robots.txt) and the ``sitemaps`` given."""
-    reader = Reader(conn, session, settings, limits, filters)
+                           *, origins: list[str], sitemaps: list[str],
+                           on_file: FileTaken | None = None) -> Harvest:
+    """Read the sitemaps of ``origins`` (found through robots.txt) and the ``sitemaps`` given;
+    ``on_file`` is awaited with what each file added, as it is read."""
+    reader = Reader(conn, session, settings, limits, filters, on_file)
     try:
         starts: list[tuple[str, str | None]] = []
         for origin in origins:
@@ -295,8 +317,8 @@ async def harvest_sitemaps(conn: asyncpg.Connection, session: aiohttp.ClientSess
 HINT_BATCH = 5000
 
 
-async def record_harvest(conn: asyncpg.Connection, harvest: Harvest, now: float) -> None:
-    """The files read (``sitemaps``) and the date hints of the seeded URLs (``url_hints``)."""
+async def record_files(conn: asyncpg.Connection, harvest: Harvest, now: float) -> None:
+    """The files read, in ``sitemaps``."""
     import json
 
     for report in harvest.files:
@@ -311,14 +333,79 @@ async def record_harvest(conn: asyncpg.Connection, harvest: Harvest, now: float)
             "last_modified": read.last_modified if read else None,
         }
         await conn.execute(QUERIES["sitemap_record"], json.dumps(row))
-    hints = list(harvest.hints)
+
+
+async def record_hints(conn: asyncpg.Connection, hints: list[tuple[str, str, float, str]],
+                       now: float) -> None:
+    """Date hints (url, kind, claimed, source file) of known URLs, in ``url_hints``; what
+    they announce is scheduled by how far their host's source is trusted (issue 38,
+    ``crawler.db.hints.record_claims``)."""
+    from crawler.db.hints import record_claims, refresh_due
+
+    origin_ids: dict[str, int] = {}
+    moved: set[int] = set()
     for start in range(0, len(hints), HINT_BATCH):
         batch = hints[start : start + HINT_BATCH]
-        await conn.execute(
-            QUERIES["record_url_hints"], [h[0] for h in batch],
-            [host_id(origin_of(h[0])) for h in batch], [h[1] for h in batch],
-            [h[2] for h in batch], [h[3] for h in batch], now,
+        hosts = []
+        for h in batch:
+            origin = origin_of(h[0])
+            key = origin_ids.get(origin)
+            if key is None:
+                key = origin_ids[origin] = host_id(origin)
+            hosts.append(key)
+        moved |= await record_claims(
+            conn, [h[0] for h in batch], hosts, [h[1] for h in batch], [h[2] for h in batch],
+            [h[3] for h in batch], now,
         )
+    if moved:
+        await refresh_due(conn, moved)
+
+
+class Pipeline:
+    """Seeds each file's URLs, then records its hints, while the next file is read: parsing
+    runs on a thread (``read_sitemap``) and the database works on its own core meanwhile.
+    One file's writes are in flight at a time, so a file's hints always find the URLs an
+    earlier file seeded."""
+
+    def __init__(self, pool: asyncpg.Pool, importance: float,
+                 progress: Callable[[int, int], None] | None,
+                 after_batch: frontier.AfterBatch | None) -> None:
+        self.pool = pool
+        self.importance = importance
+        self.progress = progress
+        self.after_batch = after_batch
+        self.pending: asyncio.Task[None] | None = None
+        self.inserted = self.already_known = self.made_due = self.listed = self.done = 0
+
+    async def __call__(self, urls: list[str], hints: list[tuple[str, str, float, str]]) -> None:
+        await self.finish()
+        self.listed += len(urls)
+        self.pending = asyncio.create_task(self.write(urls, hints))
+
+    async def write(self, urls: list[str], hints: list[tuple[str, str, float, str]]) -> None:
+        offset = self.done
+
+        def progress(done: int, _total: int) -> None:
+            if self.progress is not None:
+                self.progress(offset + done, self.listed)
+
+        result = await frontier.seed(self.pool, dict.fromkeys(urls, self.importance),
+                                     time.time(), progress=progress,
+                                     after_batch=self.after_batch)
+        self.done += len(urls)
+        self.inserted += result.inserted
+        self.already_known += result.already_known
+        self.made_due += result.made_due
+        async with self.pool.acquire() as conn:
+            await record_hints(conn, hints, time.time())
+
+    async def finish(self) -> None:
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            await pending
+
+    def result(self) -> frontier.SeedResult:
+        return frontier.SeedResult(self.inserted, self.already_known, made_due=self.made_due)
 
 
 def describe_file(report: FileReport) -> str:
@@ -370,7 +457,6 @@ def cmd_seed_sitemaps(args: argparse.Namespace) -> int:
     from crawler.commands.errors import PARTIAL, UserError
     from crawler.commands.watch import seed_region
     from crawler.daemon.config import fetch_limits
-    from crawler.db import frontier
     from crawler.db.connect import create_pool
     from crawler.net.session import new_session
     from crawler.net.ssrf import AddressPolicy
@@ -392,26 +478,30 @@ def cmd_seed_sitemaps(args: argparse.Namespace) -> int:
                                       ca_bundle=settings.ca_bundle)
             except ValueError as error:
                 raise UserError(str(error)) from None
-            try:
-                async with pool.acquire() as conn:
-                    harvest = await harvest_sitemaps(conn, session, settings, limits, filters,
-                                                     origins=origins, sitemaps=sitemaps)
-            finally:
-                await session.close()
-            for report in harvest.files:
-                print(describe_file(report), file=sys.stderr)
-
             async def committed_batch(batch: list[str], inserted: int) -> None:
                 async with pool.acquire() as conn:
                     await seed_region(conn, batch, args, window=False)
 
-            result = await frontier.seed(
-                pool, dict.fromkeys(harvest.urls, args.importance), time.time(),
-                progress=SeedProgress(sys.stderr), after_batch=committed_batch,
-            )
+            pipeline = Pipeline(pool, args.importance, SeedProgress(sys.stderr), committed_batch)
+            try:
+                async with pool.acquire() as conn:
+                    harvest = await harvest_sitemaps(conn, session, settings, limits, filters,
+                                                     origins=origins, sitemaps=sitemaps,
+                                                     on_file=pipeline)
+                await pipeline.finish()
+            finally:
+                await session.close()
+                if pipeline.pending is not None:
+                    pipeline.pending.cancel()
+            for report in harvest.files:
+                print(describe_file(report), file=sys.stderr)
             async with pool.acquire() as conn:
-                await record_harvest(conn, harvest, time.time())
-            return harvest, result
+                await record_files(conn, harvest, time.time())
+            # What each file lists, and when the daemon reads it again (docs/SITEMAPS.md).
+            from crawler.daemon.sitemaps import record_seeded
+
+            await record_seeded(pool, harvest, time.time(), settings)
+            return harvest, pipeline.result()
         finally:
             await pool.close()
 

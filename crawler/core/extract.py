@@ -19,7 +19,7 @@ import numpy as np
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.core.fingerprint import simhash64_encoded
-from crawler.core.links import Link, extract_links
+from crawler.core.links import Link, extract_links, feed_hrefs
 from crawler.core.region import Region
 
 try:
@@ -91,6 +91,8 @@ class ParsedPage:
     simhash: int  # simhash64 of text_features(raw_text)
     title: str | None
     links: list[Link] = field(default_factory=list)
+    # The feeds the page announces, as written (crawler.core.links.feed_hrefs).
+    feeds: tuple[str, ...] = ()
 
     @cached_property
     def features(self) -> dict[str, int]:
@@ -156,8 +158,7 @@ def parser_input(body: bytes, content_type_header: str | None) -> str | bytes:
 
     lexbor reads bytes as UTF-8, so in that case it gets the very bytes it would get from the
     text (selectolax encodes a str to UTF-8 first) and the tree is the same; only the encode
-    is saved (43 µs of a 58 KB page, 8% of decoding and parsing it). Nearly every page is
-    that case."""
+    is saved, a page-sized copy on every fetch. Nearly every page is that case."""
     codec = _body_codec(body, content_type_header)
     if codec == "utf-8":  # not "utf-8-sig": a BOM is not part of the text
         with contextlib.suppress(UnicodeDecodeError):
@@ -276,8 +277,8 @@ def text_features(text: str) -> dict[str, int]:
 
 def text_simhash(text: str) -> int:
     """``simhash64(text_features(text))``: in C when ``crawler.core._speedups`` is built (the
-    tokens' count, hash and vote in one pass: 89 µs instead of 180 µs a python3-doc page,
-    text to fingerprint), else ``text_simhash_python``. Both give the same fingerprint; a test
+    tokens' count, hash and vote in one pass, with no dict of features in between), else
+    ``text_simhash_python``. Both give the same fingerprint; a test
     holds them to it."""
     if _speedups is None:
         return text_simhash_python(text)
@@ -291,8 +292,7 @@ def text_simhash(text: str) -> int:
 
 def text_simhash_python(text: str) -> int:
     """``simhash64(text_features(text))``, without building the str-keyed features: the tokens
-    stay bytes and the weights are computed in numpy (0.76 ms instead of 0.88 ms for features
-    and simhash on python3-doc's pages, interleaved minima).
+    stay bytes and the weights are computed in numpy, which saves decoding every token.
     """
     counts = _token_counts(text)
     if not counts:
@@ -313,7 +313,8 @@ def parse_page(
     follow_nofollow: bool = False,
     region: Region | None = None,
 ) -> ParsedPage:
-    """Decode and parse once; text, features, title, and out-links when `page_url` is given.
+    """Decode and parse once; text, features, title, the feeds the page announces, and
+    out-links when `page_url` is given.
 
     With a ``region`` the text and features are the region's; the title and links stay the
     whole page's (a window grows through every link, watched or not)."""
@@ -325,6 +326,7 @@ def parse_page(
         if page_url is not None
         else []
     )
+    feeds = feed_hrefs(tree)
     # After the links: stripping removes <noscript>, which may hold links.
     raw_text = (
         _raw_visible_text(tree)
@@ -332,5 +334,6 @@ def parse_page(
         else _region_text(tree, region)
     )
     return ParsedPage(
-        raw_text=raw_text, simhash=text_simhash(raw_text), title=title or None, links=links
+        raw_text=raw_text, simhash=text_simhash(raw_text), title=title or None, links=links,
+        feeds=feeds,
     )

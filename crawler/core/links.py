@@ -5,6 +5,7 @@ Pure: HTML (or an already parsed tree) in, normalised absolute URLs out.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
 from functools import lru_cache
@@ -31,12 +32,17 @@ _LINK_SELECTOR: Final = "a[href], area[href], link[href]"
 # Elements examined per link kept, so a page of junk links (javascript:, duplicates) still
 # ends the scan early.
 _CANDIDATES_PER_LINK: Final = 10
+# A page's feeds (<link rel="alternate" type=... href=...>): where a site announces them.
+FEED_TYPES: Final = frozenset({"application/rss+xml", "application/atom+xml"})
+MAX_FEEDS_PER_PAGE: Final = 8
+_FEED_SELECTOR: Final = 'link[rel~="alternate"][type][href]'
 
 
 class Link(NamedTuple):
     """An out-link: normalised absolute URL, and whether the page asked not to follow it.
 
-    A NamedTuple rather than a frozen dataclass: pages carry hundreds, and it builds 4x faster.
+    A NamedTuple rather than a frozen dataclass: pages carry hundreds, and a tuple is much
+    cheaper to build.
     """
 
     url: str
@@ -323,3 +329,47 @@ def extract_links(
         if len(links) >= max_links:
             break
     return links
+
+
+def feed_hrefs(tree: LexborHTMLParser) -> tuple[str, ...]:
+    """The RSS and Atom feeds a page announces (``<link rel="alternate"
+    type="application/rss+xml" href=...>``, or ``application/atom+xml``), in document order,
+    at most ``MAX_FEEDS_PER_PAGE``, as written: joined with the page's ``<base href>`` when
+    it has one, still relative to the page otherwise (``resolve_feeds`` makes them URLs).
+
+    Only the ``<head>`` is searched, where HTML puts them: a page of any size pays a few
+    microseconds for it, and a page that announces no feed nothing more."""
+    head = tree.head
+    if head is None:
+        return ()
+    found: list[str] = []
+    for node in head.css(_FEED_SELECTOR):
+        attributes = node.attributes
+        kind = (attributes.get("type") or "").split(";", 1)[0].strip().lower()
+        href = (attributes.get("href") or "").strip().translate(_HREF_JUNK)
+        if kind in FEED_TYPES and href and href not in found:
+            found.append(href)
+            if len(found) >= MAX_FEEDS_PER_PAGE:
+                break
+    if not found:
+        return ()
+    base = tree.css_first("base[href]")
+    base_href = (base.attributes.get("href") or "").strip() if base is not None else ""
+    if base_href:
+        with contextlib.suppress(ValueError):  # a malformed base: the hrefs as written
+            found = [urljoin(base_href, href) for href in found]
+    return tuple(found)
+
+
+def resolve_feeds(page_url: str, hrefs: tuple[str, ...]) -> tuple[str, ...]:
+    """The feed URLs of ``feed_hrefs`` for the page at ``page_url``: normalised, absolute,
+    each once."""
+    urls: dict[str, None] = {}
+    for href in hrefs:
+        try:
+            url = normalize_url(urljoin(page_url, href))
+        except ValueError:
+            url = None
+        if url is not None:
+            urls[url] = None
+    return tuple(urls)

@@ -21,14 +21,13 @@ from crawler.core import bounds
 from crawler.core.bounds import (
     BINARY_TYPE,
     MAX_TREE_DEPTH,
-    PARSE_ERROR,
     flatten_deep_html,
     looks_binary,
     parse_bounded,
     tag_depths,
 )
 from crawler.core.extract import parse_page
-from crawler.core.model import OK, FetchResult, UrlRecord
+from crawler.core.model import OK, ErrorKind, FetchResult, UrlRecord
 from crawler.core.observe import observe
 
 CPU_LIMIT_SECONDS = 20  # per page, generous for a loaded machine; unbounded is ~an hour
@@ -156,6 +155,7 @@ def test_a_page_the_parser_fails_on_is_recorded_as_an_error(
                          body=body, content_type="text/html")
     recorded, page = parse_bounded(result)
     assert page is None
-    assert (recorded.outcome, recorded.error_kind) == (OK, PARSE_ERROR)
+    assert (recorded.outcome, recorded.error_kind) == (OK, ErrorKind.PARSE_ERROR)
     obs = observe(UrlRecord(url_id=1, url="http://a.test/"), recorded, 6, page)
-    assert (obs.error_kind, obs.simhash, obs.content_hash is not None) == (PARSE_ERROR, None, True)
+    assert obs.error_kind == ErrorKind.PARSE_ERROR
+    assert (obs.simhash, obs.content_hash is not None) == (None, True)
