@@ -1,16 +1,31 @@
-"""The daemon's small HTTP server: /metrics, /healthz and /readyz."""
+"""The daemon's small HTTP server: /metrics, /healthz and /readyz, and the IndexNow
+receiver's /indexnow when one is given (crawler.daemon.indexnow)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 ReadinessCheck = Callable[[], Awaitable[tuple[bool, str]]]
+# A POST of 10,000 URLs (the protocol's most) of a hundred characters each is 1 MB of JSON:
+# aiohttp's default cap, raised so that such a post fits with room for longer URLs.
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 
-def make_app(registry: CollectorRegistry, ready: ReadinessCheck) -> web.Application:
+class PingRoutes(Protocol):
+    """What serves /indexnow (``crawler.daemon.indexnow.IndexNowReceiver``)."""
+
+    async def get(self, request: web.Request) -> web.Response: ...
+
+    async def post(self, request: web.Request) -> web.Response: ...
+
+
+def make_app(
+    registry: CollectorRegistry, ready: ReadinessCheck, pings: PingRoutes | None = None
+) -> web.Application:
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(
             body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
@@ -23,10 +38,13 @@ def make_app(registry: CollectorRegistry, ready: ReadinessCheck) -> web.Applicat
         ok, detail = await ready()
         return web.Response(text=detail + "\n", status=200 if ok else 503)
 
-    app = web.Application()
+    app = web.Application(client_max_size=MAX_REQUEST_BYTES)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    if pings is not None:
+        app.router.add_get("/indexnow", pings.get)
+        app.router.add_post("/indexnow", pings.post)
     return app
 
 

@@ -207,7 +207,7 @@ def run_processes(
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         code: int = uvloop.run(
-            _supervise(settings, pids, metrics_dir, duration, early, metrics_socket)
+            _supervise(settings, pids, metrics_dir, duration, early, metrics_socket, url)
         )
         return code
     finally:
@@ -240,6 +240,7 @@ async def _supervise(
     duration: float | None,
     early: list[signal.Signals],
     metrics_socket: socket.socket,
+    url: str,
 ) -> int:
     processes = len(pids)
     children = [_Child(pid) for pid in pids]
@@ -250,7 +251,16 @@ async def _supervise(
         return running == len(children), f"{running} of {len(children)} fetch processes running"
 
     registry = aggregated_registry(metrics_dir)
-    runner = web.AppRunner(make_app(registry, ready), access_log=None)
+    pings = None
+    if settings.indexnow:
+        # /indexnow is served here, with the one /metrics: its pings are counted on this
+        # process's registry (no child counts them, so the aggregate holds no copy).
+        from crawler.daemon.indexnow import IndexNowReceiver
+        from crawler.metrics import PingMetrics
+
+        pings = IndexNowReceiver(settings, PingMetrics(registry))
+        await pings.start(url)
+    runner = web.AppRunner(make_app(registry, ready, pings), access_log=None)
     await runner.setup()
     await web.SockSite(runner, metrics_socket).start()
     port = metrics_socket.getsockname()[1]
@@ -319,6 +329,8 @@ async def _supervise(
             if child.returncode is None:
                 child.send_signal(signal.SIGKILL)
                 await child.wait()
+        if pings is not None:
+            await pings.close()
         await runner.cleanup()
     log.info("%d fetch processes stopped after %.0fs", processes, time.monotonic() - started)
     return failed or 0
