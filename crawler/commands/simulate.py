@@ -13,6 +13,8 @@ from crawler.commands.options import (
     positive_float,
     positive_int,
 )
+from crawler.sim.hint_policies import HINT_POLICIES
+from crawler.sim.hints import HintSpec, parse_hint_spec
 from crawler.sim.policies import POLICIES
 from crawler.sim.populations import POPULATIONS
 from crawler.sim.simulator import SimulationResult, build_population, simulate
@@ -29,7 +31,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--population", choices=sorted(POPULATIONS), default="brewington")
     parser.add_argument(
-        "--policy", choices=[*POLICIES, "all"], default="all", help="one policy, or all"
+        "--policy", choices=[*POLICIES, *(name for name in HINT_POLICIES if name not in POLICIES),
+                             "all"],
+        default="all",
+        help="one policy, or all (with --hints: the four that hear hints, "
+             f"{', '.join(HINT_POLICIES)}; `optimal` is then the hint-aware one)",
     )
     parser.add_argument("--pages", type=positive_int, default=20_000,
                         help="pages in the population (default 20000)")
@@ -54,8 +60,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0.0,
         help="share of pages that send a truthful Last-Modified (0 to 1)",
     )
+    parser.add_argument(
+        "--hints",
+        type=_hint_spec,
+        action="append",
+        default=[],
+        metavar="MODE:SHARE[,delay=S][,fp=R][,miss=S]",
+        help="a change-hint source on SHARE of each site's pages (repeatable): MODE is accurate, "
+             "lying-now or random; delay in seconds (default 300), fp false announcements per "
+             "change, miss the share of changes never announced (docs/SIMULATOR.md)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per policy per line")
     parser.set_defaults(func=run, check=lambda args: check(parser, args))
+
+
+def _hint_spec(text: str) -> HintSpec:
+    try:
+        return parse_hint_spec(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -78,7 +101,10 @@ def _table(results: list[SimulationResult]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    names = list(POLICIES) if args.policy == "all" else [args.policy]
+    if args.policy != "all":
+        names = [args.policy]
+    else:
+        names = list(HINT_POLICIES) if args.hints else list(POLICIES)
     population = build_population(args.population, args.pages, args.days, args.seed)
     budget_per_day = args.pages / args.mean_interval
     results: list[SimulationResult] = []
@@ -92,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             beta_days=args.beta_days,
             seed=args.seed,
             last_modified_share=args.last_modified_share,
+            hints=args.hints,
         )
         results.append(result)
         if args.json:
@@ -100,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"population {args.population}: {args.pages} pages, {args.days:g} days "
             f"(warm-up {args.warmup_days:g}), one fetch per page per {args.mean_interval:g} days"
+            + (f"; hints {', '.join(spec.label for spec in args.hints)}" if args.hints else "")
         )
         print(_table(results))
     return 0

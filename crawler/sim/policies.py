@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from crawler.config import default_settings, schedule_policy
 from crawler.core import plan
 from crawler.core.estimate import DEFAULT_PRIOR, fit_gamma_prior
-from crawler.core.model import SECONDS_PER_DAY, replace_record
+from crawler.core.model import SECONDS_PER_DAY
 from crawler.core.replan import moved_urls, policy_moved, replanned
 from crawler.core.schedule import SchedulePolicy, estimated_rate_per_day, min_interval_days
 from crawler.sim.populations import Population
@@ -249,19 +249,30 @@ class Optimal:
         return self._reschedule(now_days)
 
     def _reschedule(self, now_days: float) -> list[tuple[int, float]]:
-        """The planner's walk (``crawler.daemon.planner.reschedule``): every page whose fetch
+        """The planner's walk (``crawler.db.planning.reschedule``): every page whose fetch
         rate moved materially gets ``replanned``, its stored estimates with it."""
         moved = moved_urls(self.fetch_rates, self.rates, self.importance, self.policy)
         now = now_days * SECONDS_PER_DAY
         rescheduled = []
-        for page in np.flatnonzero(moved).tolist():
+        for page in np.flatnonzero(moved & self.replannable()).tolist():
             schedule = replanned(self.records[page], self.policy, now)
-            self.records[page] = replace_record(
+            self.records[page] = replace(
                 self.records[page], change_rate_per_day=schedule.change_rate_per_day
             )
             self._store(page, schedule.change_rate_per_day, schedule.fetch_rate_per_day)
             rescheduled.append((page, schedule.next_fetch_at / SECONDS_PER_DAY))
         return rescheduled
+
+    def replannable(self) -> NDArray[np.bool_]:
+        """The pages the walk may reschedule: all of them here; a policy whose pages are not
+        all on the fetch-rate schedule (crawler.sim.hint_policies) narrows it."""
+        return np.ones(self.pages, dtype=bool)
+
+    def prior_sample(self) -> NDArray[np.bool_]:
+        """The pages the prior is fitted on: all of them here. A page fetched because its change
+        was announced sees a change at nearly every fetch, which the estimators (fetch times
+        independent of change times) would read as a page too fast to follow."""
+        return np.ones(self.pages, dtype=bool)
 
     def _solve_mu(self) -> None:
         """The planner's round: μ such that the stored rates' fetch rates fill the budget."""
@@ -280,7 +291,11 @@ class Optimal:
         self.config = transition_config(self.policy)
 
     def _refit_prior(self) -> None:
-        histories = [record.history for record in self.records if record.history.fetches > 0]
+        sample = self.prior_sample()
+        histories = [
+            record.history for record, kept in zip(self.records, sample.tolist(), strict=True)
+            if kept and record.history.fetches > 0
+        ]
         if len(histories) > self._PRIOR_SAMPLE:
             chosen = self.rng.choice(len(histories), self._PRIOR_SAMPLE, replace=False)
             histories = [histories[int(index)] for index in chosen]

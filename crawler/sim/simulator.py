@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crawler.sim.policies import POLICIES, PolicyFactory
+from crawler.sim.hint_policies import HINT_POLICIES, HintPolicy, HintPolicyFactory
+from crawler.sim.hints import NO_HINTS, Announcement, HintSpec, HintWorld, build_hint_world
+from crawler.sim.policies import POLICIES, Policy, PolicyFactory
 from crawler.sim.populations import POPULATIONS, Population
 
 
@@ -48,19 +50,21 @@ def simulate(
     seed: int = 0,
     last_modified_share: float = 0.0,
     work_conserving: bool = True,
+    hints: Sequence[HintSpec] = (),
 ) -> SimulationResult:
     """Run one policy over the population for `days` and return its time-averaged metrics
     over [warmup_days, days].
 
     A random `last_modified_share` of the pages send a truthful Last-Modified (the time of
-    their latest change); the others send none.
+    their latest change); the others send none. ``hints`` are change-hint sources
+    (crawler.sim.hints), heard by the policies of ``HINT_POLICIES``.
     """
     if not 0.0 <= warmup_days < days:
         raise ValueError("warm-up must be shorter than the run")
     return simulate_windows(
         population, policy_name, days=days, budget_per_day=budget_per_day,
         windows=((warmup_days, days),), beta_days=beta_days, seed=seed,
-        last_modified_share=last_modified_share, work_conserving=work_conserving,
+        last_modified_share=last_modified_share, work_conserving=work_conserving, hints=hints,
     )[0]
 
 
@@ -77,6 +81,7 @@ def simulate_windows(
     work_conserving: bool = True,
     replan_days: float = 1.0,
     factory: PolicyFactory | None = None,
+    hints: Sequence[HintSpec] = (),
 ) -> list[SimulationResult]:
     """One run of a policy, measured over each of several windows (start, end) in days.
 
@@ -88,6 +93,9 @@ def simulate_windows(
     The policy re-plans every ``replan_days`` (a day by default; a live daemon's planner
     interval to mirror it). ``factory`` builds the policy instead of the named one (a policy
     configured as a particular daemon is), ``policy_name`` then only labels the results.
+    A policy of ``HINT_POLICIES`` hears the announcements of the ``hints`` sources (``optimal``
+    is then the hint-aware one, which without hints runs exactly as ``POLICIES["optimal"]``);
+    the others ignore them.
 
     The cyclic garbage collector is paused for the run: every fetch replaces a record made of
     small immutable values (no reference cycles), yet each collection walks them all; at
@@ -102,14 +110,19 @@ def simulate_windows(
         raise ValueError("last_modified_share must be in [0, 1]")
     if not replan_days > 0.0:
         raise ValueError("replan_days must be positive")
+    hint_factory = HINT_POLICIES.get(policy_name) if factory is None and hints else None
+    if factory is None and hint_factory is None:
+        factory = POLICIES.get(policy_name)
+        hint_factory = HINT_POLICIES[policy_name] if factory is None else None
     collecting = gc.isenabled()
     gc.disable()
     try:
+        world = build_hint_world(population, hints, days, seed) if hints else NO_HINTS
         return _simulate(
             population, policy_name, days=days, budget_per_day=budget_per_day,
             windows=tuple(windows), beta_days=beta_days, seed=seed,
             last_modified_share=last_modified_share, work_conserving=work_conserving,
-            replan_days=replan_days, factory=factory or POLICIES[policy_name],
+            replan_days=replan_days, factory=factory, hint_factory=hint_factory, world=world,
         )
     finally:
         if collecting:
@@ -128,21 +141,65 @@ def _simulate(
     last_modified_share: float,
     work_conserving: bool,
     replan_days: float,
-    factory: PolicyFactory,
+    factory: PolicyFactory | None,
+    hint_factory: HintPolicyFactory | None,
+    world: HintWorld,
 ) -> list[SimulationResult]:
     dated = (
         np.random.default_rng([seed, 2]).random(population.pages) < last_modified_share
     ).tolist()
     rng = np.random.default_rng(seed)
-    policy = factory(population, budget_per_day, rng)
+    hinted: HintPolicy | None = None
+    policy: Policy
+    if hint_factory is not None:
+        policy = hinted = hint_factory(population, budget_per_day, rng, world)
+    else:
+        assert factory is not None
+        policy = factory(population, budget_per_day, rng)
     times = population.change_times_days.tolist()
     offsets = population.offsets.tolist()
     pages = population.pages
     # Every page starts with a fresh copy fetched at time 0.
     last_fetch = [0.0] * pages
     next_change = [offsets[page] for page in range(pages)]  # index of first change > last fetch
-    heap = [(float(t), page) for page, t in enumerate(policy.initial_fetch_times().tolist())]
+    # One live heap entry per page, the one equal to its due time; a hint that moves a page
+    # leaves the old entry behind, skipped when it reaches the top.
+    due_at = [float(t) for t in policy.initial_fetch_times().tolist()]
+    heap = [(t, page) for page, t in enumerate(due_at)]
     heapq.heapify(heap)
+    announcements = world.events
+    next_announcement = 0
+    provoked: list[tuple[float, int, float]] = []  # announcements a fetch made (lying-now)
+
+    def move(page: int, due: float) -> None:
+        if due != due_at[page]:
+            due_at[page] = due
+            heapq.heappush(heap, (due, page))
+
+    def hear(now: float) -> None:
+        """Hand the policy every announcement that has arrived by ``now``, in order."""
+        nonlocal next_announcement
+        assert hinted is not None
+        while True:
+            drawn = (
+                announcements[next_announcement]
+                if next_announcement < len(announcements) else None
+            )
+            if provoked and (drawn is None or provoked[0][0] < drawn.at_days):
+                if provoked[0][0] > now:
+                    break
+                at, page, claimed = heapq.heappop(provoked)
+                event = Announcement(at, page, claimed)
+            elif drawn is not None and drawn.at_days <= now:
+                event = drawn
+                next_announcement += 1
+            else:
+                break
+            due = hinted.on_hint(event.page, event.at_days, event.claimed_days)
+            if due is not None:
+                move(event.page, due)
+        for page, due in hinted.take_rescheduled():
+            move(page, due)
 
     count = len(windows)
     fresh_total, age_total, current_total = [0.0] * count, [0.0] * count, [0.0] * count
@@ -178,10 +235,15 @@ def _simulate(
         while now >= next_day:
             rescheduled = policy.on_day(next_day)
             if rescheduled:
-                moved = dict(rescheduled)
-                heap = [(moved.get(page, due), page) for due, page in heap]
+                for page, due in rescheduled:
+                    due_at[page] = due
+                heap = [(due, page) for page, due in enumerate(due_at)]
                 heapq.heapify(heap)
             next_day += replan_days
+        if hinted is not None:
+            hear(now)
+        while heap[0][0] != due_at[heap[0][1]]:
+            heapq.heappop(heap)
         due, page = heap[0]
         if due > now and not work_conserving:
             continue  # nothing is due: the slot goes unused, as in the daemon
@@ -197,7 +259,16 @@ def _simulate(
         next_time = (
             policy.after_fetch(page, now, changed, last_change) if interval > 0.0 else now
         )
+        due_at[page] = next_time
         heapq.heapreplace(heap, (next_time, page))
+        if hinted is not None:
+            announcement = world.after_fetch(page, now)
+            if announcement is not None:
+                heapq.heappush(
+                    provoked, (announcement.at_days, page, announcement.claimed_days)
+                )
+            for moved_page, due in hinted.take_rescheduled():
+                move(moved_page, due)
     for page in range(pages):
         account(page, days)
 

@@ -12,7 +12,15 @@ from __future__ import annotations
 from crawler.config import default_settings
 from crawler.config import transition_config as settings_transition_config
 from crawler.core.backoff import HostHealth
-from crawler.core.model import OK, SECONDS_PER_DAY, FetchResult, Outcome, Schedule, UrlRecord
+from crawler.core.model import (
+    OK,
+    SECONDS_PER_DAY,
+    ErrorKind,
+    FetchResult,
+    Outcome,
+    Schedule,
+    UrlRecord,
+)
 from crawler.core.observe import observe, updated_record
 from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import HostContext, TransitionConfig, transition
@@ -21,6 +29,11 @@ _SETTINGS = default_settings()
 # Text bodies are compared by exact hash; the threshold is passed as the worker does.
 SIMHASH_THRESHOLD_BITS = _SETTINGS.simhash_threshold
 _HOST = HostContext(HostHealth(), delay_seconds=0.0, next_request_at=0.0)
+# What the HTTP edge names a simulated failure (an HTTP error is simulated without a status,
+# so without its ``http_<status>`` kind).
+_ERROR_KINDS = {
+    Outcome.TIMEOUT: ErrorKind.TIMEOUT_TOTAL, Outcome.NETWORK_ERROR: ErrorKind.CONNECT_FAILED,
+}
 
 
 def transition_config(policy: SchedulePolicy) -> TransitionConfig:
@@ -59,7 +72,7 @@ def simulated_result(
             fetched_at=fetched_at_days * SECONDS_PER_DAY,
             duration_seconds=0.0,
             outcome=outcome,
-            error_kind=outcome,
+            error_kind=_ERROR_KINDS.get(outcome),
         )
     return FetchResult(
         fetched_at=fetched_at_days * SECONDS_PER_DAY,
