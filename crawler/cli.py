@@ -362,16 +362,23 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def cmd_sites(args: argparse.Namespace) -> int:
+    from crawler.commands.sitemap_sites import render, sitemap_sites
     from crawler.commands.windows import describe_patterns
     from crawler.db.windows import sites_summary
 
-    sites = _with_conn(load_settings(args), sites_summary)
-    if args.json:
-        print(json.dumps(sites, indent=2))
+    async def both(conn: Any) -> tuple[Any, Any]:
+        return await sites_summary(conn), await sitemap_sites(conn)
+
+    sites, sitemapped = _with_conn(load_settings(args), both)
+    if args.json:  # windowed sites (root_url), then sites read through sitemaps (origin)
+        print(json.dumps(sites + sitemapped, indent=2))
     else:
         rows = [{**s, "patterns": describe_patterns(s["include"], s["exclude"])} for s in sites]
-        print(_table(rows, ("root_url", "window_size", "in_window", "discovered", "entered",
-                            "left", "patterns")))
+        if sites or not sitemapped:
+            print(_table(rows, ("root_url", "window_size", "in_window", "discovered",
+                                "entered", "left", "patterns")))
+        if sitemapped:
+            print(("\n" if sites else "") + render(sitemapped, _table))
     return 0
 
 
@@ -414,7 +421,7 @@ def cmd_urls(args: argparse.Namespace) -> int:
 
         urls = _with_conn(load_settings(args), page)
         columns = ("url", "state", "importance", "last_status", "last_outcome",
-                   "last_attempt_at", "last_fetched_at", "next_fetch_at")
+                   "last_attempt_at", "last_fetched_at", "next_fetch_at", "unlisted_at")
         more = len(urls) == args.limit
     if more:
         print(f"more: crawler urls ... --offset {args.offset + args.limit}", file=sys.stderr)
@@ -532,6 +539,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "watch": ("watch",),
     "recheck": ("recheck",),
     "bound": ("bound",),
+    "explain": ("explain",),
 }
 
 
@@ -607,7 +615,8 @@ def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
         add_region_options(p, "these URLs (or, with --window, every page of the window)")
 
     p = command("sites", cmd_sites, "Windowed sites: window size, pages in it, discovered, "
-                "entered and left.")
+                "entered and left; sites read through sitemaps: each file, when it was read, "
+                "URLs it listed, added and dropped.")
     p.add_argument("--json", action="store_true", help="Machine-readable output.")
 
     p = command("urls", cmd_urls, "List URLs, paged: any URL by host and state, or a windowed "

@@ -89,7 +89,8 @@ def metrics_reference() -> str:
     # A labelled family with no children yet has no samples: read the declared label names.
     declared = {
         getattr(m, "_name", None): tuple(getattr(m, "_labelnames", ()))
-        for m in [*vars(metrics).values(), *vars(metrics.collection).values()]
+        for m in [*vars(metrics).values(), *vars(metrics.collection).values(),
+                  *vars(metrics.pings).values()]
     }
     suffix = {"counter": "_total", "info": "_info"}
     lines = ["| Metric | Type | Labels | Meaning |", "|---|---|---|---|"]

@@ -39,8 +39,10 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 class Events(Protocol):
     """What the daemon reports; ``Metrics`` subscribes to it, tests may record it."""
 
-    def fetch_completed(self, obs: Observation) -> None:
-        """A fetch was recorded in the database (every outcome, including errors)."""
+    def fetch_completed(self, obs: Observation, kind: str = "page") -> None:
+        """A fetch was recorded in the database (every outcome, including errors): of a
+        ``page``, or of a ``sitemap`` or ``feed`` read again by the daemon
+        (crawler.daemon.sitemaps)."""
 
     def frontier_sampled(
         self, urls_by_state: dict[str, int], due: int, most_overdue_seconds: float,
@@ -117,10 +119,13 @@ class Metrics:
         r = self.registry
         # The collection's (WARC storage, change events, webhook): see CollectionMetrics.
         self.collection = CollectionMetrics(r)
+        # IndexNow pings, counted by the process serving /indexnow: see PingMetrics.
+        self.pings = PingMetrics(r)
         # --- fetching ---------------------------------------------------------------------
         self.fetches = Counter(
-            f"{PREFIX}_fetches", "Fetches completed, by outcome and HTTP status class.",
-            ["outcome", "status_class"], registry=r,
+            f"{PREFIX}_fetches", "Fetches completed, by what was fetched (page, sitemap, "
+            "feed), outcome and HTTP status class.",
+            ["kind", "outcome", "status_class"], registry=r,
         )
         self.fetch_duration = Histogram(
             f"{PREFIX}_fetch_duration_seconds", "Time from request to last body byte.",
@@ -279,13 +284,13 @@ class Metrics:
         self.build = Info(f"{PREFIX}_build", "Build information.", registry=r)
         self.build.info({"version": __version__, "python": platform.python_version()})
 
-    def fetch_completed(self, obs: Observation) -> None:
+    def fetch_completed(self, obs: Observation, kind: str = "page") -> None:
         if obs.error_kind:
             self.fetch_limits_hit.labels(obs.error_kind).inc()
             if obs.error_kind.startswith(STORAGE_ERROR_PREFIX):
                 self.fetches_not_stored.labels(
                     obs.error_kind.removeprefix(STORAGE_ERROR_PREFIX)).inc()
-        self.fetches.labels(obs.outcome, status_class(obs.status)).inc()
+        self.fetches.labels(kind, obs.outcome, status_class(obs.status)).inc()
         self.fetch_duration.observe(obs.duration_seconds)
         if obs.duration_seconds > 0:  # not for URLs robots.txt kept from being fetched
             self.stage_duration.labels("fetch").observe(obs.duration_seconds)
@@ -450,3 +455,39 @@ class CollectionMetrics:
 
     def event_queued(self, kind: str) -> None:
         self.events_queued.labels(kind).inc()
+
+
+class PingMetrics:
+    """IndexNow pings (crawler.daemon.indexnow), counted by the one process that serves
+    /indexnow: the daemon, or under ``--processes N`` the parent, on its own registry beside
+    the children's aggregate. Series appear once that process counts (``start``): a child
+    never does, so the parent's aggregate holds no second copy of them."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.pings = Counter(
+            f"{PREFIX}_indexnow_pings_total",
+            "IndexNow pings answered, by outcome: accepted (200), pending (202, key check "
+            "under way), invalid (400), wrong_key and unknown_host (403), outside_host and "
+            "bad_key (422), rate_limited (429), unavailable (503).",
+            ["outcome"], registry=registry,
+        )
+        self.key_fetches = Counter(
+            f"{PREFIX}_indexnow_key_fetches_total",
+            "IndexNow key checks that ended, by result: valid, invalid (the file answered "
+            "without the key), failed (no answer, or the host could not be asked: paused, "
+            "backing off, robots.txt).",
+            ["result"], registry=registry,
+        )
+
+    def start(self, outcomes: Sequence[str], results: Sequence[str]) -> None:
+        """Every series at 0, so that rates exist before the first ping."""
+        for outcome in outcomes:
+            self.pings.labels(outcome)
+        for result in results:
+            self.key_fetches.labels(result)
+
+    def ping_answered(self, outcome: str) -> None:
+        self.pings.labels(outcome).inc()
+
+    def key_fetched(self, result: str) -> None:
+        self.key_fetches.labels(result).inc()

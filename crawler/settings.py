@@ -188,6 +188,11 @@ class Settings(BaseSettings):
     max_interval: float = Field(
         30 * 86400.0, gt=0, description="Longest revisit interval, seconds."
     )
+    sitemap_max_interval: float = Field(
+        86400.0, gt=0, description="Longest interval between two reads of a sitemap or feed, "
+        "seconds: a file that never changes is still read this often for the URLs it adds "
+        "(docs/SITEMAPS.md)."
+    )
     schedule: Literal["optimal", "uniform"] = Field(
         "optimal",
         description="Revisit policy: the Lagrange optimum for the budget, or one fixed interval.",
@@ -273,6 +278,19 @@ class Settings(BaseSettings):
     metrics_host: str = Field("127.0.0.1", description="Address of the /metrics server.")
     metrics_port: int = Field(
         9310, ge=0, le=65535, description="Port of the /metrics server (0: any free port)."
+    )
+    indexnow: bool = Field(
+        True, description="Accept IndexNow pings (GET and POST /indexnow) on the /metrics "
+        "server: a ping whose key the site's key file confirms makes its URLs of a host of "
+        "the collection due now (docs/PINGS.md). Off: /indexnow answers 404."
+    )
+    indexnow_pings_per_minute: float = Field(
+        30.0, gt=0, description="IndexNow pings accepted per minute from one host, on "
+        "average; more are answered 429."
+    )
+    indexnow_burst: int = Field(
+        10, ge=1, description="IndexNow pings one host may send at once before "
+        "CRAWLER_INDEXNOW_PINGS_PER_MINUTE applies."
     )
 
     # --- logging --------------------------------------------------------------------------

@@ -283,6 +283,8 @@ URL_FIELDS = (
     "last_modified", "fetch_count", "change_count", "consecutive_failures",
     "change_rate_per_day", "fetch_rate_per_day", "changed_intervals_days", "unchanged_days",
     "intervals_observed", "redirect_to", "created_at",
+    # When no sitemap of its host listed it any more (issue 37); None while one does.
+    "unlisted_at",
 )
 
 

@@ -4,6 +4,7 @@ the plan while they run."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,18 +68,39 @@ async def assert_every_url_scheduled(db_url: str) -> None:
 LIVE_SECONDS = 30.0
 
 
+def pid_gone(pid: int) -> bool:
+    """Process ``pid`` of this machine has exited (no such process, or a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
+
+
+def process_gone(owner: str) -> bool:
+    """A daemon row's process (``host:pid:nonce``, crawler.daemon.run.owner_id) is known to
+    have exited: it ran on this machine and its pid is gone or a zombie. Its row stays
+    "live" until its heartbeat is old, but a killed process applies no plan."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return host == socket.gethostname() and pid.isdigit() and pid_gone(int(pid))
+
+
 async def assert_every_process_applies_the_newest_plan(
-    pool: asyncpg.Pool, expected_processes: int | None = None, deadline_seconds: float = 15.0
+    pool: asyncpg.Pool | asyncpg.Connection,
+    expected_processes: int | None = None,
+    deadline_seconds: float = 15.0,
 ) -> None:
     """Every live fetch process shows the newest plan's version (within a few polls: a plan
-    stored a moment ago is adopted at each process's next poll)."""
+    stored a moment ago is adopted at each process's next poll). A process of this machine
+    that has exited (killed, its row not yet stale) is not a live one."""
     deadline = time.monotonic() + max(deadline_seconds, 3.0 * PLAN_POLL_SECONDS)
     while True:
         newest = await pool.fetchval("SELECT max(version) FROM plans")
-        rows = await pool.fetch(
+        rows = [r for r in await pool.fetch(
             "SELECT owner, plan_version FROM daemons "
             "WHERE heartbeat_at > now() - make_interval(secs => $1)", LIVE_SECONDS,
-        )
+        ) if not process_gone(r["owner"])]
         behind = [dict(r) for r in rows if r["plan_version"] != newest]
         enough = expected_processes is None or len(rows) == expected_processes
         if newest is not None and not behind and enough:
@@ -107,15 +129,21 @@ def assert_polite(
 
 async def assert_index_rows_read_back(
     db_url: str,
-    warc_dir: Path,
+    warc_dir: Path | None = None,
     *,
     elsewhere: Path | None = None,
     ends: dict[str, int] | None = None,
 ) -> int:
     """Every index row reads back a record whose payload digest (and record id) matches its
-    row; how many rows. A row's file is looked for in ``warc_dir``, then in ``elsewhere`` (a
-    directory moved away under the daemon), where ``ends`` bounds what it may point to: the
-    size of each file when it was moved (a record written after is in no one's directory)."""
+    row; how many rows were checked. A row's file is looked for in ``warc_dir``, then in
+    ``elsewhere`` (a directory moved away under the daemon), where ``ends`` bounds what it may
+    point to: the size of each file when it was moved (a record written after is in no one's
+    directory).
+
+    Without ``warc_dir``, each file is looked for where its ``warc_files`` row says the daemon
+    that wrote it kept it (migration 0031): a file the index names with no such row, or
+    whose directory is gone, does not read back. A file another machine wrote is that
+    machine's to check, unless its directory is visible here too."""
     from crawler.store.verify import check_row
 
     conn = await asyncpg.connect(db_url)
@@ -123,24 +151,45 @@ async def assert_index_rows_read_back(
         rows = await conn.fetch(
             "SELECT s.*, u.url FROM stored_records s JOIN urls u "
             "ON u.id = s.url_id AND u.host_id = s.host_id ORDER BY s.id")
+        homes = {} if warc_dir is not None or not rows else {
+            r["name"]: (r["machine"], r["directory"])
+            for r in await conn.fetch("SELECT name, machine, directory FROM warc_files")}
     finally:
         await conn.close()
     bad: list[str] = []
+    checked = 0
     for row in rows:
-        root = warc_dir
         name = row["warc_file"]
-        if not _present(warc_dir, name) and elsewhere is not None and _present(elsewhere, name):
-            root = elsewhere
-            end = (ends or {}).get(name)
-            if end is not None and row["warc_offset"] + row["warc_length"] > end:
-                bad.append(f"{name}:{row['warc_offset']} was written after its directory "
-                           f"was moved away (the file had {end} bytes)")
+        if warc_dir is None:
+            home = homes.get(name)
+            if home is None:
+                bad.append(f"{name}:{row['warc_offset']}: no warc_files row says where "
+                           f"{name} is (index row of {row['url']})")
                 continue
+            machine, directory = home
+            root = Path(directory)
+            if not directory or not root.is_dir():
+                if machine != socket.gethostname():
+                    continue
+                bad.append(f"{name}:{row['warc_offset']}: its directory {directory!r} "
+                           f"(warc_files) does not exist")
+                continue
+        else:
+            root = warc_dir
+            if not _present(warc_dir, name) and elsewhere is not None and _present(
+                    elsewhere, name):
+                root = elsewhere
+                end = (ends or {}).get(name)
+                if end is not None and row["warc_offset"] + row["warc_length"] > end:
+                    bad.append(f"{name}:{row['warc_offset']} was written after its directory "
+                               f"was moved away (the file had {end} bytes)")
+                    continue
+        checked += 1
         damage = check_row(root, row)
         if damage is not None:
             bad.append(damage.message)
     assert not bad, f"{len(bad)} of {len(rows)} index rows do not read back: {bad[:10]}"
-    return len(rows)
+    return checked
 
 
 def _present(root: Path, name: str) -> bool:

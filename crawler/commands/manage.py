@@ -1,4 +1,4 @@
-"""Managing what was seeded (issue 15): `crawler importance` and `crawler remove`.
+"""Managing what was seeded: `crawler importance` and `crawler remove`.
 
 Users coming from Heritrix and StormCrawler expect to inspect, change and remove what they
 put in; a search engine can feed click-through weights with `importance --file` without
@@ -144,12 +144,14 @@ async def _remove(url: str, urls: list[str], host: str | None, confirm: Any) -> 
 
 
 async def _remove_observations(conn: Any, rows: list[Any]) -> None:
-    """The observations and sitemap date hints of the URLs just removed (``rows``: their id
-    and host_id), which no foreign key cascades to (migrations 0023, 0030)."""
+    """The observations, sitemap date hints, sitemap listings and hint state of the URLs just
+    removed (``rows``: their id and host_id), which no foreign key cascades to (migrations
+    0023, 0030, 0033, 0034)."""
     if rows:
         from crawler.db.queries import QUERIES
 
-        for name in ("remove_observations", "remove_url_hints"):
+        for name in ("remove_observations", "remove_url_hints", "remove_sitemap_urls",
+                     "remove_url_hint_state"):
             await conn.execute(QUERIES[name], [r["id"] for r in rows],
                                [r["host_id"] for r in rows])
 

@@ -1,6 +1,6 @@
 """Naming a windowed site from the command line, and (re)registering its window.
 
-A site is its scheme and host (issue 15): ``http://h:8765/``, ``http://h:8765`` and the seeded
+A site is its scheme and host: ``http://h:8765/``, ``http://h:8765`` and the seeded
 root URL all name the same one, and an origin has one window at most.
 """
 

@@ -6,17 +6,15 @@ conversion happens once, in ``crawler.core.observe`` and ``crawler.core.schedule
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import NewType, TypeAlias
 
 from crawler.core.estimate import ChangeHistory, LastModifiedHistory
 from crawler.core.periodic import PeriodicModel
 from crawler.core.region import WHOLE_PAGE, Region
 
 SECONDS_PER_DAY = 86400.0
-
 
 
 class Outcome(StrEnum):
@@ -31,6 +29,81 @@ class Outcome(StrEnum):
     REDIRECT = "redirect"
     DISALLOWED = "disallowed"  # robots.txt forbids it: recorded, not requested
     BLOCKED = "blocked"  # refused before connecting (SSRF protection, bad scheme, URL too long)
+
+
+class ErrorKind(StrEnum):
+    """Why a fetch failed, was cut short or was not sent: recorded with its observation
+    (``observations.error_kind``), on its host (``hosts.last_error_kind``) and in alerts, and
+    a metric's label. The values are what those rows and dashboards hold. An error status is
+    not a member but ``http_<status>`` (``http_error_kind``); the HTTP edge maps exceptions
+    to members in one function (``crawler.net.fetch.failure_of``)."""
+
+    # Time: the connection, the first byte, every later silence, the whole request.
+    TIMEOUT_CONNECT = "timeout_connect"
+    TIMEOUT_FIRST_BYTE = "timeout_first_byte"
+    TIMEOUT_READ = "timeout_read"
+    TIMEOUT_TOTAL = "timeout_total"
+    # Size: the body was cut at the cap (a bomb: by an implausible compression ratio).
+    TOO_LARGE = "too_large"
+    DECOMPRESSION_BOMB = "decompression_bomb"
+    # Protocol.
+    BAD_STATUS_LINE = "bad_status_line"
+    BAD_RESPONSE = "bad_response"
+    BROKEN_BODY = "broken_body"
+    BAD_ENCODING = "bad_encoding"
+    UNSUPPORTED_ENCODING = "unsupported_encoding"
+    SERVER_DISCONNECTED = "server_disconnected"
+    # Redirects.
+    TOO_MANY_REDIRECTS = "too_many_redirects"
+    REDIRECT_LOOP = "redirect_loop"
+    BAD_REDIRECT_SCHEME = "bad_redirect_scheme"
+    # Addresses: refused before connecting.
+    SSRF = "ssrf"
+    URL_TOO_LONG = "url_too_long"
+    BAD_URL = "bad_url"
+    BAD_SCHEME = "bad_scheme"
+    # Connecting.
+    DNS = "dns"
+    CONNECT_FAILED = "connect_failed"
+    # TLS: which certificate check refused, or any other handshake failure.
+    TLS_NOT_YET_VALID = "tls_not_yet_valid"
+    TLS_EXPIRED = "tls_expired"
+    TLS_SELF_SIGNED = "tls_self_signed"
+    TLS_UNTRUSTED = "tls_untrusted"
+    TLS_HOSTNAME_MISMATCH = "tls_hostname_mismatch"
+    TLS_CERT_INVALID = "tls_cert_invalid"
+    TLS_HANDSHAKE = "tls_handshake"
+    # Any other network failure, by its exception's class (or nearest listed base class):
+    # named so because stored rows and dashboards match on these names.
+    CLIENT_OS_ERROR = "ClientOSError"
+    CLIENT_CONNECTION_RESET = "ClientConnectionResetError"
+    SERVER_CONNECTION_ERROR = "ServerConnectionError"
+    CLIENT_CONNECTION_ERROR = "ClientConnectionError"
+    CLIENT_ERROR = "ClientError"
+    CONNECTION_RESET = "ConnectionResetError"
+    BROKEN_PIPE = "BrokenPipeError"
+    CONNECTION_ERROR = "ConnectionError"
+    OS_ERROR = "OSError"
+    # Content: a page the bounded parser refused (fingerprinted on its bytes alone).
+    PARSE_ERROR = "parse_error"
+    # Not requested: robots.txt forbids the URL.
+    ROBOTS_TXT = "robots_txt"
+    # Answered but not stored: the collection's fault (crawler.store.health), or any other
+    # exception while recording.
+    STORAGE_DISK_FULL = "storage_disk_full"
+    STORAGE_READ_ONLY = "storage_read_only"
+    STORAGE_DIRECTORY_GONE = "storage_directory_gone"
+    STORAGE_IO_ERROR = "storage_io_error"
+    STORAGE_ERROR = "storage_error"
+
+
+# ``http_<status>``: an answer with an error status, named by it (any number a server sends).
+HttpErrorKind = NewType("HttpErrorKind", str)
+AnyErrorKind: TypeAlias = ErrorKind | HttpErrorKind
+
+
+def http_error_kind(status: int) -> HttpErrorKind:
+    return HttpErrorKind(f"http_{status}")
 
 
 class UrlState(StrEnum):
@@ -105,68 +178,14 @@ class UrlRecord:
     own_min_interval_seconds: float | None = None
     own_max_interval_seconds: float | None = None
     fetch_windows: str = ""
+    # Whether the URL had change hints when claimed (issue 38: its fetch then tests them,
+    # crawler.db.hints); None when the claim did not say (the record looks it up).
+    hinted: bool | None = None
 
     @property
     def out_links_unread(self) -> bool:
         """A window page whose links were not read since it joined: fetch it whole, parse it."""
         return self.site_id is not None and not self.out_links_read
-
-
-_RECORD_FIELDS = tuple(f.name for f in fields(UrlRecord))
-# The slots' own setters: what the frozen __init__ reaches through object.__setattr__.
-_RECORD_SETTERS = {name: getattr(UrlRecord, name).__set__ for name in _RECORD_FIELDS}
-_KEEP = object()
-
-
-def _compile(name: str, signature: str, value: str, doc: str) -> Callable[..., UrlRecord]:
-    """A function ``name(signature)`` written out for UrlRecord's fields, as dataclasses
-    writes __init__: a new record and one slot setter call per field, giving it ``value``
-    (an expression of the field's name ``{n}``), with no loop and no dict to walk.
-    UrlRecord has no ``__post_init__``, so filling the slots directly builds the very value
-    its ``__init__`` would (tests/unit/test_model.py compares them field by field)."""
-    source = "\n".join(
-        [
-            f"def {name}({signature}):",
-            "    made = _new(_UrlRecord)",
-            *(f"    _set_{n}(made, {value.format(n=n)})" for n in _RECORD_FIELDS),
-            "    return made",
-        ]
-    )
-    namespace: dict[str, Any] = {"_KEEP": _KEEP, "_new": object.__new__, "_UrlRecord": UrlRecord}
-    namespace.update({f"_set_{field}": setter for field, setter in _RECORD_SETTERS.items()})
-    exec(source, namespace)
-    function: Callable[..., UrlRecord] = namespace[name]
-    function.__module__ = __name__
-    function.__doc__ = doc
-    return function
-
-
-replace_record = _compile(
-    "replace_record",
-    f"record, /, *, {', '.join(f'{n}=_KEEP' for n in _RECORD_FIELDS)}",
-    "record.{n} if {n} is _KEEP else {n}",
-    """``dataclasses.replace(record, **changes)`` at a fraction of the cost.
-
-    Every fetch copies its record (``crawler.core.observe.updated_record``), and the simulator
-    replays millions of fetches: ``replace`` spends ~15 us a copy on UrlRecord's 25 fields
-    here, this ~4 us. An unknown field is a TypeError, as for any unexpected keyword.
-    """,
-)
-
-new_record = _compile(
-    "new_record",
-    f"{', '.join(_RECORD_FIELDS)}, /",
-    "{n}",
-    """``UrlRecord(*values)`` with every field given, in declaration order.
-
-    A claim builds one record per due URL, thousands a second: the frozen ``__init__`` goes
-    through ``object.__setattr__`` for each of the 25 fields and builds the default
-    histories only to replace them (2.9 us with two arguments, 1.7 us with all here); this
-    fills the slots directly.
-    """,
-)
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +219,7 @@ class FetchResult:
     content_type: str | None = None
     etag: str | None = None
     last_modified: float | None = None
-    error_kind: str | None = None
+    error_kind: AnyErrorKind | None = None
     truncated: bool = False
     redirect_to: str | None = None
     retry_after_seconds: float | None = None
@@ -241,7 +260,7 @@ class Observation:
     changed: bool | None
     content_changed: bool | None
     last_modified: float | None
-    error_kind: str | None
+    error_kind: AnyErrorKind | None
     truncated: bool
     # The hash of the visible text (crawler.core.fingerprint.text_hash), taken for a URL
     # watched exactly; kept on the URL's row, not in ``observations``.

@@ -30,7 +30,6 @@ from crawler.core.model import (
     Observation,
     UrlRecord,
     UrlState,
-    replace_record,
 )
 from crawler.core.periodic import PeriodicModel, detect_period_from_intervals
 from crawler.core.region import Region
@@ -192,7 +191,7 @@ def rebased(record: UrlRecord, previous: ParsedPage) -> UrlRecord:
     """``record`` with the fingerprint of its previous version (``previous``, parsed under
     ``record.region`` from the stored body whose hash is ``last_content_hash``) in place of
     the one stored under the old rule."""
-    return replace_record(
+    return replace(
         record,
         last_simhash=previous.simhash,
         last_text_hash=text_hash(previous.raw_text) if record.exact else None,
@@ -204,7 +203,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
     """The URL's state after this fetch (schedule aside)."""
     if obs.outcome == DISALLOWED:
         # Not requested, but a fetch of the URL all the same: counted, nothing else changes.
-        return replace_record(
+        return replace(
             record, state=UrlState.DISALLOWED, fetch_count=record.fetch_count + 1
         )
     if obs.outcome == REDIRECT:
@@ -258,7 +257,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
                 brackets = (*brackets, start_days, end_days)[-2 * MAX_CHANGE_BRACKETS :]
                 if _period_test_due(record.change_count + 1):
                     periodic = detect_update_clock(brackets)
-    return replace_record(
+    return replace(
         record,
         state=UrlState.ACTIVE,
         last_fetched_at=obs.fetched_at,
@@ -287,7 +286,7 @@ def _without_content(
 ) -> UrlRecord:
     """The URL after a fetch that brought no content: counted, its status kept, its history
     untouched."""
-    return replace_record(
+    return replace(
         record,
         state=state,
         last_status=obs.status,

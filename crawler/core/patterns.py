@@ -1,4 +1,4 @@
-"""URL patterns: which URLs may be seeded or discovered (issue 15, "URL patterns").
+"""URL patterns: which URLs may be seeded or discovered .
 
 A pattern is a Python regular expression matched with ``re.search`` against the whole,
 normalised URL (scheme, host, port, path and query), as Nutch's regex-urlfilter and

@@ -67,6 +67,9 @@ class Plan:
     population: float = 0.0
     version: int = 0
     solved_by: str = ""
+    # Sampled pages planned as completely observed (issue 38: μ solved over both kinds by
+    # crawler.core.observed); 0 when μ was solved without them.
+    complete_sampled: int = 0
 
 
 def settings_moved(plan: Plan | None, wanted: SolvedFor) -> bool:
@@ -132,6 +135,7 @@ def plan_from_row(row: Mapping[str, Any]) -> Plan:
         population=row["population"],
         version=row["version"],
         solved_by=row["solved_by"],
+        complete_sampled=row.get("complete_sampled") or 0,
     )
 
 
@@ -164,4 +168,5 @@ def plan_document(plan: Plan) -> str:
         "achieved_per_day": _finite(plan.achieved_per_day),
         "sampled": plan.sampled,
         "population": plan.population,
+        "complete_sampled": plan.complete_sampled,
     }, allow_nan=False)

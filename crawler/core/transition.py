@@ -10,23 +10,23 @@ Pure: no clock, no randomness, no I/O. ``now`` and ``rng_value`` are inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from crawler.core.backoff import CircuitBreaker, HostHealth, host_verdict
 from crawler.core.bounds import parse_bounded
 from crawler.core.extract import ParsedPage
 from crawler.core.fingerprint import content_hash
-from crawler.core.links import is_trap, normalize_url, site_of
+from crawler.core.links import is_trap, normalize_url, resolve_feeds, site_of
 from crawler.core.model import (
     CONTENT_OUTCOMES,
+    ErrorKind,
     FetchResult,
     Observation,
     Outcome,
     Schedule,
     UrlRecord,
     UrlState,
-    replace_record,
 )
 from crawler.core.observe import (
     as_permanent_redirect,
@@ -36,8 +36,6 @@ from crawler.core.observe import (
 )
 from crawler.core.patterns import UrlFilter
 from crawler.core.schedule import SchedulePolicy, next_fetch
-
-ROBOTS_ERROR_KIND = "robots_txt"
 
 
 class ChangeKind(StrEnum):
@@ -117,6 +115,9 @@ class Transition:
     # The page's visible text (its watched region's) as this fetch's parse extracted it: what
     # a change event diffs, so that the page is not parsed twice. None when it was not parsed.
     text: str | None = None
+    # The feeds the page announces (absolute URLs): the edge registers them for the host's
+    # sitemaps (crawler.daemon.sitemaps.page_feeds).
+    feeds: tuple[str, ...] = ()
 
     @property
     def url_id(self) -> int:
@@ -127,7 +128,7 @@ def forbidden(now: float) -> FetchResult:
     """The result recorded for a URL robots.txt forbids: not requested, but a fetch."""
     return FetchResult(
         fetched_at=now, duration_seconds=0.0, outcome=Outcome.DISALLOWED,
-        error_kind=ROBOTS_ERROR_KIND,
+        error_kind=ErrorKind.ROBOTS_TXT,
     )
 
 
@@ -247,7 +248,7 @@ def transition(
         )
     return Transition(
         before=record,
-        record=replace_record(
+        record=replace(
             after, change_rate_per_day=schedule.change_rate_per_day,
             # A window page's body was examined for links (page_url given): read, even when
             # it held none (not HTML), so that its next fetch is conditional again. (A page
@@ -269,4 +270,5 @@ def transition(
         window=window,
         event=change_event(record, obs),
         text=None if page is None else page.raw_text,
+        feeds=resolve_feeds(record.url, page.feeds) if page is not None and page.feeds else (),
     )

@@ -30,6 +30,7 @@ from typing import Generic, TypeVar
 
 import asyncpg
 
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import Transition
 from crawler.db import frontier
 from crawler.db.errors import DB_TRANSIENT, cancelling
@@ -186,8 +187,12 @@ class Recorder:
         max_batch: int = RECORD_BATCH,
         linger_seconds: float = RECORD_LINGER_SECONDS,
         max_in_flight: int = RECORD_IN_FLIGHT,
+        schedule: Callable[[], SchedulePolicy] | None = None,
     ) -> None:
         self.pool = pool
+        # The policy fetches are scheduled under, read at each record (the planner replaces
+        # it): the longest interval and prior of the tests of the URLs' hints.
+        self.schedule = schedule
         self.records: Batcher[BatchItem, bool] = Batcher(
             pool, write_batch, lambda item: item.lease.host_id, max_batch=max_batch,
             linger_seconds=linger_seconds, max_in_flight=max_in_flight,
@@ -207,12 +212,14 @@ class Recorder:
         already recorded, ``LeaseLost`` (nothing written) when the lease is gone, and any
         database error raised. ``release``: the host's last fetch of the lease, which gives
         the host back in the same write (no ``release`` after it)."""
-        item = BatchItem(t, lease, tuple(extra_writes), release)
+        schedule = self.schedule() if self.schedule is not None else None
+        item = BatchItem(t, lease, tuple(extra_writes), release, schedule)
         if not item.batchable:
             # A window update or a seed moves other URLs' schedules after the record: the
             # host's due time is recomputed by a release after the whole transaction.
             self.single_writes += 1
-            written = await write_transition(self.pool, t, lease, extra_writes=extra_writes)
+            written = await write_transition(self.pool, t, lease, extra_writes=extra_writes,
+                                             schedule=schedule)
             if release:
                 await self.release(lease)
             return written

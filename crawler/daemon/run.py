@@ -49,7 +49,7 @@ from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
 from crawler.settings import Settings, warc_dir
 from crawler.store.collect import Collection
-from crawler.store.threaded import ThreadedStore
+from crawler.store.durable import DurableStore
 from crawler.store.warc import WarcStore
 
 log = logging.getLogger(__name__)
@@ -268,8 +268,13 @@ async def _start(
         return await started[0].ready() if started else (False, "starting")
 
     port = None
+    pings = None
     if not supervised:  # bound first: a port in use is reported before anything is opened
-        port = await _start_metrics(stack, make_app(metrics.registry, ready), settings)
+        if settings.indexnow:  # /indexnow on the same server (under --processes, the parent's)
+            from crawler.daemon.indexnow import IndexNowReceiver
+
+            pings = IndexNowReceiver(settings, metrics.pings)
+        port = await _start_metrics(stack, make_app(metrics.registry, ready, pings), settings)
     try:
         session = new_session(
             settings.user_agent,
@@ -281,9 +286,12 @@ async def _start(
     except ValueError as exc:  # e.g. an unreadable CRAWLER_CA_BUNDLE
         raise StartupError(str(exc)) from None
     stack.push_async_callback(session.close)
+    if pings is not None:  # closed before the server: a ping meanwhile is answered 503
+        await pings.start(url)
+        stack.push_async_callback(pings.close)
     pool = await create_pool(url, min_size=1, max_size=settings.db_pool_size)
     stack.push_async_callback(pool.close)
-    store: ThreadedStore | None = None
+    store: DurableStore | None = None
     if settings.store_versions:
         directory = warc_dir(settings)
         warc_store = await asyncio.to_thread(
@@ -293,7 +301,7 @@ async def _start(
         for recovered in warc_store.recovered:
             log.warning("closed %s, left open by a writer that stopped", recovered.name)
         await mark_recovered_damage(pool, directory, warc_store.recovered)
-        store = ThreadedStore(warc_store)
+        store = DurableStore(warc_store)
         stack.push_async_callback(store.close)
         log.info("storing versions as WARC in %s", directory)
     # Change events go to the outbox whether or not versions are stored.
@@ -367,6 +375,8 @@ class Daemon:
                 self.pool, retention_days=settings.observation_retention_days,
                 keep_undelivered=bool(settings.webhook_url), pgbouncer=settings.pgbouncer,
             ), required=False))
+        if self.plans:  # one reader per machine; claims keep a fleet's readers apart
+            tasks.append(SideTask("sitemap reader", self._read_sitemaps, required=False))
         if self.plans:  # in the uniform mode too: a new interval reschedules the population
             config = PlannerConfig(
                 self.url,
@@ -396,6 +406,16 @@ class Daemon:
             )
             tasks.append(SideTask("webhook delivery", delivery.run, required=False))
         return tasks
+
+    async def _read_sitemaps(self) -> None:
+        """Sitemaps and feeds read again when due (crawler.daemon.sitemaps), under the plan
+        this process follows."""
+        from crawler.daemon.sitemaps import SitemapKeeper
+
+        assert self.session is not None
+        config = self.worker_config
+        await SitemapKeeper(self.pool, self.session, self.settings, self.metrics, self.owner,
+                            lambda: config.schedule, config.limits).run()
 
     async def ready(self) -> tuple[bool, str]:
         store = self.collection.store

@@ -22,7 +22,7 @@ import asyncpg
 
 from crawler.core.alerts import failure_kind
 from crawler.core.backoff import CircuitBreaker, HostHealth
-from crawler.core.model import FetchResult, Outcome, UrlRecord
+from crawler.core.model import AnyErrorKind, ErrorKind, FetchResult, Outcome, UrlRecord
 from crawler.core.observe import needs_baseline
 from crawler.core.patterns import UrlFilter
 from crawler.core.robots import (
@@ -54,18 +54,14 @@ from crawler.db.errors import (
 )
 from crawler.db.frontier import HostClaim, Lease, LeaseLost
 from crawler.db.record import ExtraWrite
+from crawler.db.sitemaps import page_feeds
 from crawler.logs import log_fetch
 from crawler.metrics import Events
 from crawler.net.fetch import FetchLimits, fetch, fetch_robots
 from crawler.net.session import close_host_session, open_host_session
 from crawler.settings import LEASE_MARGIN_SECONDS
 from crawler.store.collect import Collection
-from crawler.store.health import (
-    STORAGE_ERROR_PREFIX,
-    StorageError,
-    StorageHealth,
-    fault_kind,
-)
+from crawler.store.health import StorageHealth, not_stored_kind
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +138,8 @@ class Worker:
         self.host_tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self.fetches_recorded = 0
-        self.recorder = Recorder(pool)  # many host tasks' fetches, one transaction
+        # Many host tasks' fetches, one transaction; the policy in force for their hint tests.
+        self.recorder = Recorder(pool, schedule=lambda: self.config.schedule)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -155,7 +152,7 @@ class Worker:
             health = self.storage_health
             if health is not None and not health.writable:
                 # What cannot be stored is not fetched: no host is claimed until a probe
-                # writes again (crawler.store.threaded), which wakes this at once.
+                # writes again (crawler.store.durable), which wakes this at once.
                 await self._wait_writable(health)
                 continue
             free = cfg.concurrency - len(self.host_tasks)
@@ -274,11 +271,12 @@ class Worker:
             if self._storage_faulted():
                 break  # its answer could not be stored: the host waits for the store
             result = await self.fetcher(session, record, cfg.limits)
-            if result.error_kind == "ssrf" and not result.redirects and not refusal_noted:
+            if (result.error_kind == ErrorKind.SSRF and not result.redirects
+                    and not refusal_noted):
                 # The host's own address refused while its robots.txt is still fresh (fetched
                 # before the allow-list changed): said once, as a refused robots.txt is, and
                 # written once per lease, not once per URL.
-                await self._note_refusal(host, "ssrf")
+                await self._note_refusal(host, ErrorKind.SSRF)
                 refusal_noted = True
             if result.outcome in (Outcome.NETWORK_ERROR, Outcome.TIMEOUT) and result.error_kind:
                 await self._note_host_error(host, result.error_kind, record.url)
@@ -313,7 +311,8 @@ class Worker:
             fetched = await fetch_robots(session, host.origin, cfg.limits)
             await self._note_refusal(host, fetched.error_kind)
             await self._count_robots(host, fetched)
-            if fetched.outcome == UNREACHABLE and fetched.error_kind not in (None, "ssrf"):
+            if (fetched.outcome == UNREACHABLE
+                    and fetched.error_kind not in (None, ErrorKind.SSRF)):
                 await self._note_host_error(host, fetched.error_kind, "robots.txt")
             new_state = decide_robots(
                 state, fetched, time.time(), cache_seconds=cfg.robots_cache_seconds
@@ -347,7 +346,7 @@ class Worker:
         failure = None
         # An address the SSRF policy refused is no failure of the host's (counted, and
         # shown, as a refusal by _note_refusal).
-        if fetched.outcome == UNREACHABLE and fetched.error_kind != "ssrf":
+        if fetched.outcome == UNREACHABLE and fetched.error_kind != ErrorKind.SSRF:
             failure = failure_kind(fetched.outcome, fetched.error_kind, fetched.status)
             self.events.robots_failed(failure)
         if self.alerts is not None:
@@ -356,10 +355,10 @@ class Worker:
                 host, failure, fetched.fetched_at, fetched.status
             ), lease=host.lease)
 
-    async def _note_refusal(self, host: HostClaim, error_kind: str | None) -> None:
+    async def _note_refusal(self, host: HostClaim, error_kind: AnyErrorKind | None) -> None:
         """Say once per host, in the log and in ``status``, that the SSRF policy refused it."""
         reason = None
-        if error_kind == "ssrf":
+        if error_kind == ErrorKind.SSRF:
             self.events.address_refused()
             reason = ("address refused by the SSRF policy (private, loopback or reserved); "
                       "set CRAWLER_ALLOW_NETWORKS to a CIDR that contains it to crawl it")
@@ -416,6 +415,9 @@ class Worker:
         alert = None if self.alerts is None else self.alerts.fetch_write(leased, done)
         if alert is not None:  # counted in the fetch's transaction, under its fence
             writes = (*writes, alert)
+        feeds = page_feeds(leased, done)
+        if feeds is not None:  # the feeds the page announces, for its host's sitemaps
+            writes = (*writes, feeds)
         # Fenced like every write under the lease: the stored record's index row and change
         # event commit with the fetch only while this daemon holds the host. The recorder
         # writes it in one transaction with other hosts' fetches (crawler.daemon.recorder);
@@ -451,7 +453,7 @@ class Worker:
 
     async def _sync_records(self) -> None:
         """The fetch's records on disk before its index rows commit: one fsync shared by the
-        fetches that wait at the same time (``ThreadedStore.sync``)."""
+        fetches that wait at the same time (``DurableStore.sync``)."""
         store = self.collection.store if self.collection is not None else None
         if store is None:
             return
@@ -466,9 +468,8 @@ class Worker:
         """The transition of a fetch whose record could not be stored or written: an error
         outcome (``blocked``: neutral for the host's health, a retry for the URL), with the
         host's politeness clock moved as after any request."""
-        kind = fault_kind(exc) if isinstance(exc, OSError | StorageError) else "error"
-        error_kind = STORAGE_ERROR_PREFIX + kind
-        if kind == "error":
+        error_kind = not_stored_kind(exc)
+        if error_kind == ErrorKind.STORAGE_ERROR:
             log.error("recording %s failed; recorded as %s", record.url, error_kind,
                       exc_info=exc)
         else:
@@ -483,7 +484,7 @@ class Worker:
             robots_expires_at=gate.robots_expires_at,
         )
 
-    async def _note_host_error(self, host: HostClaim, kind: str, what: str) -> None:
+    async def _note_host_error(self, host: HostClaim, kind: AnyErrorKind, what: str) -> None:
         """A connection-level failure (TLS, DNS, timeout) named in the log and kept on the
         host for ``crawler status``, even when it came on robots.txt."""
         log.warning("%s: %s failed: %s", host.origin, what, kind)

@@ -22,7 +22,7 @@ from crawler.core.backoff import HostHealth
 from crawler.core.estimate import ChangeHistory, LastModifiedHistory
 from crawler.core.hostid import HostIdCollision, host_id
 from crawler.core.hostid import origin_of as origin_of
-from crawler.core.model import UrlRecord, UrlState, new_record
+from crawler.core.model import UrlRecord, UrlState
 from crawler.core.periodic import PeriodicModel
 from crawler.core.region import effective_region
 from crawler.core.robots import RobotsState
@@ -228,10 +228,9 @@ async def _seed_pooled(
     pool: asyncpg.Pool, batches: list[list[str]], seeding: _Seeding
 ) -> SeedResult:
     """The batches, up to SEED_PARALLEL at once, each on a connection of its own: a batch's
-    time is mostly one server process's CPU, so a second one overlaps it (measured: 1.6 times
-    the rate of one at a time on two cores). Batches commit in any order. Once ``stop`` is
-    set no batch starts and those in flight finish; on an error the ones in flight are
-    cancelled (each rolls back whole) and the error is raised."""
+    time is mostly one server process's CPU, so a second one overlaps it. Batches commit in
+    any order. Once ``stop`` is set no batch starts and those in flight finish; on an error
+    the ones in flight are cancelled (each rolls back whole) and the error is raised."""
 
     async def one(batch: list[str]) -> None:
         async with pool.acquire() as conn:
@@ -534,49 +533,50 @@ _URL_STATES: dict[str, UrlState] = {state.value: state for state in UrlState}
 
 def record_from_row(row: asyncpg.Record) -> UrlRecord:
     """The URL of a claimed (or planner) row, whose times are POSIX seconds (date_part, as
-    claim_due_work and reschedule_records select them). Fields in UrlRecord's order
-    (``new_record``)."""
+    claim_due_work and reschedule_records select them)."""
     period = row["update_period_days"]
-    return new_record(
-        row["url_id"],
-        row["url"],
-        row["host_id"],
-        _URL_STATES[row["state"]],
-        row["importance"],
-        finite(row["last_fetched_at"]),
-        row["last_status"],
-        to_unsigned64(row["last_simhash"]),
-        row["last_content_hash"],
-        row["etag"],
-        finite(row["last_modified"]),
-        row["fetch_count"],
-        row["change_count"],
-        row["consecutive_failures"],
-        ChangeHistory(
+    return UrlRecord(
+        url_id=row["url_id"],
+        url=row["url"],
+        host_id=row["host_id"],
+        state=_URL_STATES[row["state"]],
+        importance=row["importance"],
+        last_fetched_at=finite(row["last_fetched_at"]),
+        last_status=row["last_status"],
+        last_simhash=to_unsigned64(row["last_simhash"]),
+        last_content_hash=row["last_content_hash"],
+        etag=row["etag"],
+        last_modified=finite(row["last_modified"]),
+        fetch_count=row["fetch_count"],
+        change_count=row["change_count"],
+        consecutive_failures=row["consecutive_failures"],
+        history=ChangeHistory(
             tuple(row["changed_intervals_days"] or ()),
             row["unchanged_days"],
             row["intervals_observed"],
         ),
-        row["change_rate_per_day"],
-        tuple(row["change_brackets_days"] or ()),
-        None if period is None
+        change_rate_per_day=row["change_rate_per_day"],
+        change_brackets_days=tuple(row["change_brackets_days"] or ()),
+        periodic=None if period is None
         else PeriodicModel(period, row["update_phase_days"], row["update_jitter_days"], 0.0),
-        row["site_id"],
-        row["depth"],
-        LastModifiedHistory(row["lm_fetches"], row["lm_changes"], row["lm_observed_days"]),
-        tuple(row["lm_evidence_days"] or ()),
+        site_id=row["site_id"],
+        depth=row["depth"],
+        last_modified_history=LastModifiedHistory(
+            row["lm_fetches"], row["lm_changes"], row["lm_observed_days"]),
+        last_modified_evidence_days=tuple(row["lm_evidence_days"] or ()),
         # Read only where claimed (the planner's rows have no region and rewrite no fingerprint).
-        effective_region(
+        region=effective_region(
             row.get("watch_css"), row.get("ignore_css"),
             row.get("site_watch_css"), row.get("site_ignore_css"),
         ),
-        row.get("fingerprint_region") or "",
-        bool(row.get("out_links_read")),
-        bool(row.get("watch_exact") or row.get("site_watch_exact")),
-        row.get("last_text_hash"),
-        row.get("own_min_interval_seconds"),
-        row.get("own_max_interval_seconds"),
-        row.get("fetch_windows") or "",
+        fingerprint_region=row.get("fingerprint_region") or "",
+        out_links_read=bool(row.get("out_links_read")),
+        exact=bool(row.get("watch_exact") or row.get("site_watch_exact")),
+        last_text_hash=row.get("last_text_hash"),
+        own_min_interval_seconds=row.get("own_min_interval_seconds"),
+        own_max_interval_seconds=row.get("own_max_interval_seconds"),
+        fetch_windows=row.get("fetch_windows") or "",
+        hinted=row.get("hinted"),
     )
 
 
@@ -768,12 +768,6 @@ async def release_owner(conn: asyncpg.Connection | asyncpg.Pool, owner: str) -> 
     """Give back every host ``owner`` still holds (shutdown); how many."""
     released = await conn.fetchval(QUERIES["release_owner"], owner)
     return int(released or 0)
-
-
-async def refresh_host_due(
-    conn: asyncpg.Connection | asyncpg.Pool, host_ids: Iterable[int]
-) -> None:
-    await conn.execute(QUERIES["refresh_host_due"], list(host_ids))
 
 
 # Hosts per refresh_host_due statement in refresh_hosts: a fetcher recording on one of them

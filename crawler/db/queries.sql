@@ -76,11 +76,13 @@ SELECT host_id, origin, existing FROM staged WHERE existing <> origin;
 -- a superuser, or one granted SET ON PARAMETER session_replication_role. The schema has no
 -- triggers but its foreign keys' checks, and a caller runs this only before a statement whose
 -- every key is already held: a seed batch's URLs reference hosts the batch has just inserted
--- or locked FOR KEY SHARE (seed_hosts_from_staging) and no site. Those checks were a third of
--- the database's time per seeded URL (one lookup and lock of the host per URL, plus one
--- queued trigger per URL for the NULL site). Without the privilege it does nothing and the
+-- or locked FOR KEY SHARE (seed_hosts_from_staging) and no site. Those checks would cost a
+-- lookup and lock of the host per URL, plus one queued trigger per URL for the NULL site,
+-- each checking what the batch already holds. Without the privilege it does nothing and the
 -- checks run. Returns whether they are skipped. PostgreSQL 15 and later only
 -- (has_parameter_privilege): frontier._seed_batch does not run it on an older server.
+-- The only other triggers, crawler_schedule_rules_for_new_urls and _watch_ (migration 0032),
+-- are ENABLE ALWAYS: they fire in replica mode too, each only while its rules exist.
 SELECT coalesce((
     SELECT set_config('session_replication_role', 'replica', true) = 'replica'
     WHERE current_setting('is_superuser')::boolean
@@ -126,7 +128,7 @@ SELECT count(*) FROM inserted;
 -- while one daemon holds it no other daemon sends it a request (its ready_at moves to the
 -- lease's expiry) nor writes its URLs (every write is fenced by the host's lease), so the URLs
 -- themselves are not leased, and not written: a claim writes one row per host, whatever the
--- batch of URLs (migration 0012_host_leases). Returns one row per due URL, and one row with
+-- batch of URLs. Returns one row per due URL, and one row with
 -- NULL url_id for a leased host whose due URLs are gone, so that it is released and its
 -- ready_at recomputed.
 -- $2 owner, $4 lease seconds. Each claim increments the host's fencing epoch: the lease token
@@ -178,7 +180,12 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.fingerprint_region, lu.out_links_read, lu.watch_exact, lu.last_text_hash,
        lu.own_min_interval_seconds, lu.own_max_interval_seconds, lu.fetch_windows,
        s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css,
-       s.watch_exact AS site_watch_exact
+       s.watch_exact AS site_watch_exact,
+       -- Whether the URL has change hints (issue 38: its fetch then tests them,
+       -- crawler.db.hints): one probe of url_hint_state's key per URL, so that recording a
+       -- batch of fetches of URLs without hints costs nothing more.
+       EXISTS (SELECT 1 FROM url_hint_state AS hs
+               WHERE hs.host_id = lu.host_id AND hs.url_id = lu.id) AS hinted
 FROM leased_hosts AS lh
 LEFT JOIN LATERAL (
     SELECT *
@@ -246,20 +253,20 @@ url AS (
         fetch_count = n.fetch_count,
         change_count = n.change_count,
         consecutive_failures = n.consecutive_failures,
-        changed_intervals_days = coalesce(n.changed_intervals_days, '{}'),  -- NULL: empty (0020)
+        changed_intervals_days = coalesce(n.changed_intervals_days, '{}'),  -- NULL: empty (record_row)
         unchanged_days = n.unchanged_days,
         intervals_observed = n.intervals_observed,
         change_rate_per_day = n.change_rate_per_day,
         fetch_rate_per_day = n.fetch_rate_per_day,
         redirect_to = n.redirect_to,
-        change_brackets_days = coalesce(n.change_brackets_days, '{}'),  -- NULL: empty (0020)
+        change_brackets_days = coalesce(n.change_brackets_days, '{}'),  -- NULL: empty (record_row)
         update_period_days = n.update_period_days,
         update_phase_days = n.update_phase_days,
         update_jitter_days = n.update_jitter_days,
         lm_fetches = n.lm_fetches,
         lm_changes = n.lm_changes,
         lm_observed_days = n.lm_observed_days,
-        lm_evidence_days = coalesce(n.lm_evidence_days, '{}'),  -- NULL: empty (0020)
+        lm_evidence_days = coalesce(n.lm_evidence_days, '{}'),  -- NULL: empty (record_row)
         out_links_read = n.out_links_read,
         last_text_hash = n.last_text_hash
     FROM held AS n
@@ -272,7 +279,7 @@ observation AS (
         content_hash, simhash_distance, changed, content_changed, last_modified, error_kind,
         truncated
     )
-    -- Only for a URL row the update above found and locked (no foreign key checks it, 0023):
+    -- Only for a URL row the update above found and locked (no foreign key checks it):
     -- a URL removed meanwhile gets no observation.
     SELECT n.url_id, n.host_id, n.fetched_at, n.outcome, n.status, n.bytes,
            n.duration_seconds, n.simhash, n.content_hash, n.simhash_distance, n.changed,
@@ -379,7 +386,7 @@ SELECT min(ready_at) FROM hosts WHERE ready_at IS NOT NULL;
 -- name: status_counts
 -- due_all counts paused hosts' due URLs too: the caller takes urls_due_paused from it. The
 -- most overdue URL's lateness is most_overdue_seconds. Both URL counts in one scan of urls (no
--- index on next_fetch_at alone: migration 0018_drop_global_due_index).
+-- index on next_fetch_at alone).
 SELECT
     u.urls, u.due_all,
     (SELECT count(*) FROM hosts) AS hosts,
@@ -622,14 +629,6 @@ ORDER BY input.ord;
 -- A page's out-links ($1 the page, $2 its host: links stay on their page's host).
 SELECT to_url_id FROM links WHERE from_url_id = $1 AND host_id = $2 ORDER BY position;
 
--- name: delete_out_links
-DELETE FROM links WHERE from_url_id = $1 AND host_id = $2;
-
--- name: insert_out_links
-INSERT INTO links (from_url_id, to_url_id, position, host_id)
-SELECT $1, to_id, pos, $3::bigint FROM unnest($2::bigint[]) WITH ORDINALITY AS t(to_id, pos)
-ON CONFLICT DO NOTHING;
-
 -- name: delete_out_links_to
 -- A page's links it no longer has (links' primary key; $3 the page's host).
 DELETE FROM links WHERE from_url_id = $1 AND to_url_id = ANY($2::bigint[]) AND host_id = $3;
@@ -861,10 +860,10 @@ ORDER BY o.fetched_at, o.url_id;
 -- name: list_urls
 -- `crawler urls [--host] [--state]`: one page in primary-key order. $1 origin or NULL, $2 state
 -- or NULL, $3 offset, $4 page size (the origin's key, then urls_host_next_fetch_idx).
--- The last attempt of a URL not fetched since migration 0015 is its last content fetch.
+-- A URL with no last_attempt_at recorded shows its last content fetch as its last attempt.
 SELECT u.url, h.origin, u.state, u.importance, u.next_fetch_at, u.last_fetched_at,
        COALESCE(u.last_attempt_at, u.last_fetched_at) AS last_attempt_at, u.last_outcome,
-       u.last_status, u.fetch_count, u.change_count
+       u.last_status, u.fetch_count, u.change_count, u.unlisted_at
 FROM urls AS u JOIN hosts AS h ON h.id = u.host_id
 WHERE ($1::text IS NULL OR (h.id = crawler_host_id($1) AND h.origin = $1))
   AND ($2::text IS NULL OR u.state = $2)
@@ -889,7 +888,7 @@ RETURNING u.id, u.host_id;
 
 -- name: remove_observations
 -- The observations of URLs ($1 ids, $2 their hosts) that the same transaction removed: no
--- foreign key cascades to them (0023_observations_without_url_fk). A statement of its own,
+-- foreign key cascades to them. A statement of its own,
 -- after the URLs' delete: its snapshot also holds an observation committed while that delete
 -- waited for a URL's row.
 DELETE FROM observations AS o USING unnest($1::bigint[], $2::bigint[]) AS t(url_id, host_id)
@@ -913,7 +912,7 @@ DELETE FROM hosts WHERE id = $1;
 
 -- name: last_stored_response
 -- The URL's newest stored response: what a revisit refers to, and the base of a change's diff.
--- target_uri is NULL for a row stored before 0017 (the revisit then names its own URI).
+-- target_uri may be NULL (a row indexed without it): the revisit then names its own URI.
 SELECT fetched_at, warc_file, warc_offset, record_id, payload_digest, target_uri
 FROM stored_records
 WHERE url_id = $1 AND host_id = $2 AND record_type = 'response' AND damaged IS NULL
@@ -1090,12 +1089,12 @@ INSERT INTO plans (
     solved_by, mode, objective, beta_seconds, default_interval_seconds, min_interval_seconds,
     max_interval_seconds, budget_setting_per_day, budget_per_day, budget_source, mu,
     prior_shape, prior_rate, host_priors, estimated_freshness, estimated_beta_currency,
-    achieved_per_day, sampled, population
+    achieved_per_day, sampled, population, complete_sampled
 )
 SELECT solved_by, mode, objective, beta_seconds, default_interval_seconds, min_interval_seconds,
        max_interval_seconds, budget_setting_per_day, budget_per_day, budget_source, mu,
        prior_shape, prior_rate, host_priors, estimated_freshness, estimated_beta_currency,
-       achieved_per_day, sampled, population
+       achieved_per_day, sampled, population, coalesce(complete_sampled, 0)
 FROM jsonb_populate_record(NULL::plans, $1::jsonb)
 RETURNING version;
 
@@ -1270,11 +1269,6 @@ RETURNING date_part('epoch', expires_at - now()) AS lease_seconds;
 UPDATE delivery_lease SET owner = NULL, expires_at = NULL
 WHERE name = 'outbox' AND owner = $1 AND epoch = $2;
 
--- name: delivery_holder
--- Who delivers the outbox now (crawler status, tests).
-SELECT owner, epoch, expires_at, expires_at > now() AS live
-FROM delivery_lease WHERE name = 'outbox';
-
 -- name: replay_events
 -- crawler changes --replay-to-webhook: queue the events fetched at or after $1 again (filters
 -- as changes_page: $2 one URL, $3 one host, $4 kinds, each NULL for none), delivered or not
@@ -1373,6 +1367,28 @@ UPDATE urls SET
 WHERE url ~ $1
 RETURNING url;
 
+-- name: store_watch_rule
+-- `crawler watch --pattern`: regular expression $1 sets parts $2 ('exact', 'watch', 'ignore')
+-- to values $3 ('true'/'false'; a CSS selector, '' for none) for the URLs that arrive later;
+-- per part the pattern set last wins (migration 0032).
+INSERT INTO watch_rules (pattern, part, value, set_at)
+SELECT $1, part, value, now()
+FROM unnest($2::text[], $3::text[]) AS t(part, value)
+ON CONFLICT (pattern, part) DO UPDATE SET value = EXCLUDED.value, set_at = EXCLUDED.set_at
+RETURNING id;
+
+-- name: prune_watch_rules
+-- Watch rules that set a part to its default (not exact, no region part) and override no
+-- other pattern's (none set that part earlier) do nothing: removed, so that with no rule left
+-- the new-URL trigger is disabled.
+DELETE FROM watch_rules AS w
+WHERE w.value = CASE w.part WHEN 'exact' THEN 'false' ELSE '' END
+  AND NOT EXISTS (
+    SELECT 1 FROM watch_rules AS o
+    WHERE o.part = w.part AND o.value <> CASE o.part WHEN 'exact' THEN 'false' ELSE '' END
+      AND (o.set_at, o.id) < (w.set_at, w.id))
+RETURNING id;
+
 -- name: url_exact
 -- Whether URL $1 is watched exactly, by its own rule or its window's; urls_host_id_url_key.
 SELECT u.watch_exact, coalesce(s.watch_exact, false) AS site_watch_exact
@@ -1410,13 +1426,19 @@ WHERE u.id = m.url_id AND u.host_id = m.host_id;
 
 -- name: store_schedule_rule
 -- `crawler bound`: the rule for a URL, pattern or host ($1 kind, $2 target): shortest $3 and
--- longest $4 interval in seconds (NULL: the crawler's setting), windows $5 ('' for none).
-INSERT INTO schedule_rules (kind, target, min_interval_seconds, max_interval_seconds, windows)
-VALUES ($1, $2, $3, $4, $5)
+-- longest $4 interval in seconds (NULL: the crawler's setting), windows $5 ('' for none) and
+-- their week spans $6 (url_bounds.parse_windows, flattened; NULL for none). set_at orders the
+-- rules: the one set last wins for a URL several match (crawler_schedule_rule, migration
+-- 0032). EXCLUDED's now(): schedule_rules is a Citus reference table (see heartbeat).
+INSERT INTO schedule_rules (kind, target, min_interval_seconds, max_interval_seconds, windows,
+                            window_spans, set_at)
+VALUES ($1, $2, $3, $4, $5, $6, now())
 ON CONFLICT (kind, target) DO UPDATE
 SET min_interval_seconds = EXCLUDED.min_interval_seconds,
     max_interval_seconds = EXCLUDED.max_interval_seconds,
-    windows = EXCLUDED.windows
+    windows = EXCLUDED.windows,
+    window_spans = EXCLUDED.window_spans,
+    set_at = EXCLUDED.set_at
 RETURNING id;
 
 -- name: delete_schedule_rule
@@ -1431,17 +1453,13 @@ FROM schedule_rules ORDER BY kind, target;
 -- name: set_url_bounds
 -- `crawler bound URL`: the URLs $1 take shortest interval $2 and longest $3 (seconds, NULL:
 -- the crawler's setting) and windows $4 (NULL: none). The due time moves at once into the
--- new bounds, counted from the last attempt: a year-long wait is cut to the longest interval
--- and a due time sooner than the shortest after the last attempt is put off. Parked window
--- pages ('infinity') stay parked: their window decides. Their hosts' due time is refreshed
--- next (refresh_host_due).
+-- new bounds, counted from the last attempt (crawler_bounded_due, migration 0032): a
+-- year-long wait is cut to the longest interval and a due time sooner than the shortest after
+-- the last attempt is put off. Parked window pages ('infinity') stay parked: their window
+-- decides. Their hosts' due time is refreshed next (refresh_host_due).
 UPDATE urls AS u
 SET own_min_interval_seconds = $2, own_max_interval_seconds = $3, fetch_windows = $4,
-    next_fetch_at = CASE WHEN u.next_fetch_at = 'infinity' THEN u.next_fetch_at ELSE LEAST(
-        GREATEST(u.next_fetch_at, coalesce(u.last_attempt_at + make_interval(secs => $2),
-                                           u.next_fetch_at)),
-        coalesce(GREATEST(coalesce(u.last_attempt_at, now()) + make_interval(secs => $3), now()),
-                 'infinity')) END
+    next_fetch_at = crawler_bounded_due(u.next_fetch_at, u.last_attempt_at, $2, $3, now())
 FROM unnest($1::text[]) AS t(url)
 WHERE u.url = t.url AND u.host_id = crawler_url_host_id(t.url)
 RETURNING u.id, u.host_id, date_part('epoch', u.next_fetch_at) AS next_fetch_at;
@@ -1451,11 +1469,7 @@ RETURNING u.id, u.host_id, date_part('epoch', u.next_fetch_at) AS next_fetch_at;
 -- $1 matches (a scan of urls, run by hand).
 UPDATE urls AS u
 SET own_min_interval_seconds = $2, own_max_interval_seconds = $3, fetch_windows = $4,
-    next_fetch_at = CASE WHEN u.next_fetch_at = 'infinity' THEN u.next_fetch_at ELSE LEAST(
-        GREATEST(u.next_fetch_at, coalesce(u.last_attempt_at + make_interval(secs => $2),
-                                           u.next_fetch_at)),
-        coalesce(GREATEST(coalesce(u.last_attempt_at, now()) + make_interval(secs => $3), now()),
-                 'infinity')) END
+    next_fetch_at = crawler_bounded_due(u.next_fetch_at, u.last_attempt_at, $2, $3, now())
 WHERE u.url ~ $1
 RETURNING u.id, u.host_id, date_part('epoch', u.next_fetch_at) AS next_fetch_at;
 
@@ -1463,13 +1477,37 @@ RETURNING u.id, u.host_id, date_part('epoch', u.next_fetch_at) AS next_fetch_at;
 -- `crawler bound --host ORIGIN`: set_url_bounds on every URL of host $1.
 UPDATE urls AS u
 SET own_min_interval_seconds = $2, own_max_interval_seconds = $3, fetch_windows = $4,
-    next_fetch_at = CASE WHEN u.next_fetch_at = 'infinity' THEN u.next_fetch_at ELSE LEAST(
-        GREATEST(u.next_fetch_at, coalesce(u.last_attempt_at + make_interval(secs => $2),
-                                           u.next_fetch_at)),
-        coalesce(GREATEST(coalesce(u.last_attempt_at, now()) + make_interval(secs => $3), now()),
-                 'infinity')) END
+    next_fetch_at = crawler_bounded_due(u.next_fetch_at, u.last_attempt_at, $2, $3, now())
 WHERE u.host_id = $1
 RETURNING u.id, u.host_id, date_part('epoch', u.next_fetch_at) AS next_fetch_at;
+
+-- name: apply_schedule_rules
+-- `crawler bound --clear`: URLs $1 (ids, on hosts $2) take the rule now in force for them
+-- (crawler_schedule_rule: another rule matching them, set last) or, with none, no bounds;
+-- due times move into its bounds and its next window as a new URL's do (migration 0032).
+UPDATE urls AS u
+SET (own_min_interval_seconds, own_max_interval_seconds, fetch_windows, next_fetch_at) = (
+    SELECT r.min_interval_seconds, r.max_interval_seconds, nullif(r.windows, ''),
+           crawler_next_allowed(r.window_spans, crawler_bounded_due(
+               u.next_fetch_at, u.last_attempt_at, r.min_interval_seconds,
+               r.max_interval_seconds, now()))
+    FROM (SELECT) AS one LEFT JOIN crawler_schedule_rule(u.url, u.host_id) AS r ON true)
+FROM unnest($1::bigint[], $2::bigint[]) AS t(id, host_id)
+WHERE u.id = t.id AND u.host_id = t.host_id
+RETURNING u.id, u.host_id, date_part('epoch', u.next_fetch_at) AS next_fetch_at,
+          u.own_min_interval_seconds, u.own_max_interval_seconds, u.fetch_windows;
+
+-- name: valid_pattern
+-- Whether PostgreSQL's ~ takes regular expression $1 (raises invalid_regular_expression),
+-- before a rule holding it is stored: the triggers of migration 0032 run the stored patterns
+-- on new URLs, where a bad one would fail every insert.
+SELECT '' ~ $1::text;
+
+-- name: sync_new_url_rules
+-- After a rule is stored or removed: each new-URL trigger enabled while its rules exist (for
+-- the hosts they can match), disabled while none do, once the transactions writing urls have
+-- ended (crawler_sync_new_url_rules, migration 0032).
+SELECT crawler_sync_new_url_rules();
 
 -- name: move_due_times
 -- `crawler bound --window`: URLs ($1 ids on hosts $3) due at $2 instead, the start of their
@@ -1546,15 +1584,159 @@ SET robots_origin = COALESCE(excluded.robots_origin, sitemaps.robots_origin),
 -- name: record_url_hints
 -- Dates sitemaps and feeds claimed for known URLs ($1 URLs, $2 their host ids, $3 kinds, $4
 -- claimed dates in epoch seconds, $5 source files; each (URL, kind, date, source) once),
--- seen at $6. A claim read again only moves its seen_at. URLs not (or no longer) known are
--- skipped.
-INSERT INTO url_hints (host_id, url_id, kind, claimed_at, source, seen_at)
-SELECT u.host_id, u.id, t.kind, to_timestamp(t.claimed), t.source, to_timestamp($6)
-FROM unnest($1::text[], $2::bigint[], $3::text[], $4::float8[], $5::text[])
-    AS t(url, host_id, kind, claimed, source)
-JOIN urls AS u ON u.url = t.url AND u.host_id = t.host_id
-WHERE u.host_id = ANY($2::bigint[])
-ON CONFLICT (host_id, url_id, kind, claimed_at, source) DO UPDATE SET seen_at = excluded.seen_at;
+-- seen at $6; $7 the distinct host ids of $2, which route the statement to their nodes (a
+-- whole $2 there would be searched once per joined row). A claim read again only moves its
+-- seen_at. URLs not (or no longer) known are skipped. The caller locks the hosts first
+-- (indexnow_lock_hosts), as a fetch's record does, and refreshes the returned hosts' due
+-- times after the commit.
+-- Every date read counts for its (host, source) in hint_trust
+-- (dates; stamped_now when within $8[1] seconds of the read), and a claim not recorded before
+-- announces a change: a page whose source is trusted as complete, changed after its last
+-- fetch, becomes due (with the probability crawler_complete_probability gives when the plan
+-- solved mu over complete pages, else 1; otherwise it waits $8[2] announcement intervals, within
+-- the plan's longest interval); a noisy source's first announcement since the last fetch
+-- brings an untimed page's fetch forward (crawler_hinted_fetch_time); an ignored source moves
+-- nothing. A source whose dates turn out stamped "now" loses its trust here, and its complete
+-- pages fall back to their own schedule (url_hint_state.planned_at) at once. $8[3], $8[4]: the
+-- prior (shape, rate in days) when no plan is stored. Returns the hosts whose URLs moved.
+WITH plan AS MATERIALIZED (
+    SELECT mu, objective, complete_sampled, prior_shape, prior_rate,
+           min_interval_seconds, max_interval_seconds
+    FROM plans ORDER BY version DESC LIMIT 1
+),
+prior AS MATERIALIZED (
+    SELECT coalesce((SELECT prior_shape FROM plan), (($8::float8[])[1][])[3]) AS shape,
+           coalesce((SELECT prior_rate FROM plan), (($8::float8[])[1][])[4]) AS rate
+),
+given AS MATERIALIZED (
+    SELECT u.host_id, u.id AS url_id, t.kind, to_timestamp(t.claimed) AS claimed_at,
+           t.claimed, t.source, u.last_fetched_at
+    FROM unnest($1::text[], $2::bigint[], $3::text[], $4::float8[], $5::text[])
+        AS t(url, host_id, kind, claimed, source)
+    JOIN urls AS u ON u.url = t.url AND u.host_id = t.host_id
+    WHERE u.host_id = ANY($7::bigint[])
+),
+hinted AS (
+    INSERT INTO url_hints (host_id, url_id, kind, claimed_at, source, seen_at)
+    SELECT host_id, url_id, kind, claimed_at, source, to_timestamp($6) FROM given
+    ON CONFLICT (host_id, url_id, kind, claimed_at, source) DO UPDATE SET seen_at = excluded.seen_at
+),
+trusted_before AS MATERIALIZED (
+    SELECT host_id, source, classification FROM hint_trust WHERE host_id = ANY($7::bigint[])
+),
+dated AS MATERIALIZED (
+    INSERT INTO hint_trust AS t (host_id, source, dates, stamped_now, dated_at)
+    SELECT host_id, kind, count(*),
+           count(*) FILTER (WHERE abs(claimed - $6::float8) <= ($8::float8[])[1]), to_timestamp($6)
+    FROM given
+    GROUP BY host_id, kind
+    ON CONFLICT (host_id, source) DO UPDATE
+        SET dates = t.dates + excluded.dates, stamped_now = t.stamped_now + excluded.stamped_now,
+            dated_at = excluded.dated_at
+    RETURNING t.host_id, t.source, t.classification, t.recall_mean, t.false_alarm_mean
+),
+state AS (
+    INSERT INTO url_hint_state (host_id, url_id, hints_since)
+    SELECT DISTINCT host_id, url_id, to_timestamp($6) FROM given
+    ON CONFLICT (host_id, url_id) DO NOTHING
+),
+fresh AS MATERIALIZED (
+    -- Claims not recorded before (from any file): announcements. A page never fetched has
+    -- nothing for them to announce against (and seeding brings 10^5 such pages at a time).
+    SELECT g.host_id, g.url_id, g.kind, max(g.claimed_at) AS claimed_at
+    FROM given AS g
+    WHERE g.last_fetched_at IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM url_hints AS h
+        WHERE h.host_id = g.host_id AND h.url_id = g.url_id AND h.kind = g.kind
+          AND h.claimed_at = g.claimed_at)
+    GROUP BY g.host_id, g.url_id, g.kind
+),
+announced AS MATERIALIZED (
+    SELECT f.host_id, f.url_id, f.kind, u.next_fetch_at, u.last_fetched_at,
+           t.classification, t.recall_mean, t.false_alarm_mean, u.change_rate_per_day,
+           u.update_period_days, u.importance,
+           coalesce(u.own_max_interval_seconds,
+                    (SELECT max_interval_seconds FROM plan)) AS longest_seconds,
+           -- The page's rate of announcements, (α + announced) / (β + days watched).
+           ((SELECT shape FROM prior) + (
+                SELECT count(DISTINCT h.claimed_at) FROM url_hints AS h
+                WHERE h.host_id = f.host_id AND h.url_id = f.url_id AND h.kind = f.kind
+                  AND h.claimed_at > coalesce(s.hints_since, 'infinity')) + 1)
+            / ((SELECT rate FROM prior)
+               + greatest($6::float8 - extract(epoch FROM coalesce(s.hints_since,
+                                                                  to_timestamp($6)))::float8,
+                          0.0) / 86400.0) AS announced_rate,
+           EXISTS (
+               SELECT 1 FROM url_hints AS h
+               WHERE h.host_id = f.host_id AND h.url_id = f.url_id AND h.kind = f.kind
+                 AND h.claimed_at > u.last_fetched_at) AS hinted_before
+    FROM fresh AS f
+    JOIN urls AS u ON u.id = f.url_id AND u.host_id = f.host_id
+    JOIN dated AS t ON t.host_id = f.host_id AND t.source = f.kind
+    LEFT JOIN url_hint_state AS s ON s.host_id = f.host_id AND s.url_id = f.url_id
+    WHERE u.host_id = ANY($7::bigint[])
+      AND f.claimed_at > u.last_fetched_at AND isfinite(u.next_fetch_at)
+      AND t.classification IN ('complete', 'noisy')
+),
+decided AS (
+    SELECT a.host_id, a.url_id, CASE
+        WHEN a.classification = 'complete' THEN CASE
+            WHEN random() < (
+                SELECT CASE WHEN p.complete_sampled > 0 AND p.mu IS NOT NULL
+                                 AND p.objective IN ('harmonic', 'freshness')
+                            THEN crawler_complete_probability(
+                                a.announced_rate, a.importance, p.mu, p.objective,
+                                p.min_interval_seconds / 86400.0,
+                                a.longest_seconds / 86400.0)
+                            ELSE 1.0 END
+                FROM (SELECT 1) AS one LEFT JOIN plan AS p ON true)
+            THEN least(a.next_fetch_at, to_timestamp($6))
+            -- Not this time: the page waits for the next announcement, $8[2] of its intervals
+            -- at most, and never longer than its longest interval after its last fetch.
+            WHEN a.next_fetch_at > to_timestamp($6) THEN to_timestamp(least(
+                $6::float8 + 86400.0 * (($8::float8[])[1][])[2] / a.announced_rate,
+                extract(epoch FROM a.last_fetched_at)::float8 + a.longest_seconds))
+            ELSE a.next_fetch_at END
+        WHEN NOT a.hinted_before AND a.update_period_days IS NULL
+             AND a.change_rate_per_day > 0 THEN
+            least(a.next_fetch_at, to_timestamp(crawler_hinted_fetch_time(
+                extract(epoch FROM a.last_fetched_at)::float8,
+                extract(epoch FROM a.next_fetch_at)::float8,
+                a.change_rate_per_day, $6::float8, a.recall_mean, a.false_alarm_mean)))
+        END AS due
+    FROM announced AS a
+),
+fallen AS (
+    -- Complete sources whose dates this read found stamped "now": their pages fall back.
+    SELECT DISTINCT h.host_id, h.url_id,
+           greatest(s.planned_at, to_timestamp($6)) AS due
+    FROM dated AS d
+    JOIN trusted_before AS b ON b.host_id = d.host_id AND b.source = d.source
+    JOIN url_hints AS h ON h.host_id = d.host_id AND h.kind = d.source
+    JOIN url_hint_state AS s ON s.host_id = h.host_id AND s.url_id = h.url_id
+    WHERE b.classification = 'complete' AND d.classification <> 'complete'
+      AND h.host_id = ANY($7::bigint[]) AND s.planned_at IS NOT NULL
+),
+target AS (
+    SELECT host_id, url_id, min(due) AS due, bool_or(fell) AS fell
+    FROM (SELECT host_id, url_id, due, false AS fell FROM decided WHERE due IS NOT NULL
+          UNION ALL SELECT host_id, url_id, due, true FROM fallen) AS d
+    GROUP BY host_id, url_id
+),
+moved AS (
+    UPDATE urls AS u
+    SET next_fetch_at = CASE WHEN t.fell THEN least(u.next_fetch_at, t.due) ELSE t.due END
+    FROM target AS t
+    WHERE u.id = t.url_id AND u.host_id = t.host_id AND u.host_id = ANY($7::bigint[])
+      AND u.next_fetch_at IS DISTINCT FROM t.due
+    RETURNING u.host_id, u.next_fetch_at
+),
+host_due AS (
+    UPDATE hosts AS h SET next_due_at = least(h.next_due_at, m.due)
+    FROM (SELECT host_id, min(next_fetch_at) AS due FROM moved GROUP BY host_id) AS m
+    WHERE h.id = m.host_id AND h.id = ANY($7::bigint[])
+)
+SELECT DISTINCT host_id FROM moved;
 
 -- name: url_hints_of
 -- `crawler show`: the dates sitemaps and feeds claimed for URL $1 of host $2, newest claim
@@ -1574,7 +1756,8 @@ WHERE h.url_id = r.url_id AND h.host_id = r.host_id AND h.host_id = ANY($2::bigi
 -- name: host_sitemaps
 -- `crawler sites`: the sitemaps and feeds read for hosts $1, by host then URL.
 SELECT h.origin, s.url, s.robots_origin, s.kind, s.depth, s.read_at, s.status, s.listed,
-       s.added, s.rejected, s.cut, s.error
+       s.added, s.rejected, s.cut, s.error, s.dropped, s.source, s.found_on, s.changed_at,
+       s.next_read_at, s.repaired, s.reads, s.changes, s.change_rate_per_day
 FROM sitemaps AS s
 JOIN hosts AS h ON h.id = s.host_id
 WHERE s.host_id = ANY($1::bigint[])
@@ -1588,5 +1771,616 @@ VALUES ($1, $2, $3)
 ON CONFLICT (name) DO NOTHING;
 
 -- name: warc_file_home
--- The machine and directory that hold WARC file $1 (none for files written before 0031).
+-- The machine and directory that hold WARC file $1 (none for a file no daemon registered).
 SELECT machine, directory FROM warc_files WHERE name = $1;
+
+-- name: indexnow_lock_hosts
+-- An IndexNow ping's hosts ($1), locked in id order until its URLs are written
+-- (indexnow_pinged): a host before its URLs, as record_fetches locks them, so that a ping and
+-- a daemon recording a fetch of the same URL wait for each other instead of deadlocking.
+SELECT id FROM hosts WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE;
+
+-- name: indexnow_pinged
+-- The known URLs of an IndexNow ping with a verified key ($1 URLs, $2 their host ids) due at
+-- $3 (crawler.core.indexnow.due_after_ping), or sooner if they already were, each with a hint
+-- (kind 'updated', claimed at $3, source $4), and their hosts due by $3 too; $5 the distinct
+-- host ids of $2, which route the statement (as in record_url_hints). Only due times move:
+-- the hosts' politeness clocks, backoff and leases still time the fetches. How many URLs were
+-- made due; URLs not known are skipped.
+-- Issue 38: the hint is of kind 'ping', and the host's trust in its pings (hint_trust, source
+-- 'ping') gates what it does. A host whose pings have been tested on fewer than $6 announced
+-- fetch intervals is taken at its word (due at $3: the fetch after the ping is its test); one
+-- whose pings are complete makes the URL due (with the probability
+-- crawler_complete_probability gives when the plan solved mu over complete pages, else 1);
+-- noisy, its first ping since the last fetch brings an untimed page forward
+-- (crawler_hinted_fetch_time); ignored, the schedule stays. A URL never fetched is due at $3.
+-- $7, $8: the prior (shape, rate in days) when no plan is stored, for the page's rate of
+-- announcements.
+WITH plan AS MATERIALIZED (
+    SELECT mu, objective, complete_sampled, prior_shape, prior_rate,
+           min_interval_seconds, max_interval_seconds
+    FROM plans ORDER BY version DESC LIMIT 1
+),
+found AS MATERIALIZED (
+    SELECT u.id, u.host_id, u.next_fetch_at, u.last_fetched_at, u.importance,
+           u.change_rate_per_day, u.update_period_days,
+           coalesce(u.own_max_interval_seconds,
+                    (SELECT max_interval_seconds FROM plan)) AS longest_seconds,
+           t.classification, t.recall_mean, t.false_alarm_mean,
+           coalesce(t.hits + t.false_alarms, 0) AS announced_tests,
+           ((coalesce((SELECT prior_shape FROM plan), $7::float8) + 1 + (
+                SELECT count(DISTINCT h.claimed_at) FROM url_hints AS h
+                WHERE h.host_id = u.host_id AND h.url_id = u.id AND h.kind = 'ping'
+                  AND h.claimed_at > coalesce(s.hints_since, 'infinity')))
+            / (coalesce((SELECT prior_rate FROM plan), $8::float8)
+               + greatest(extract(epoch FROM $3::timestamptz - coalesce(s.hints_since, $3)),
+                          0)::float8 / 86400.0)) AS announced_rate,
+           EXISTS (
+               SELECT 1 FROM url_hints AS h
+               WHERE h.host_id = u.host_id AND h.url_id = u.id AND h.kind = 'ping'
+                 AND h.claimed_at > u.last_fetched_at) AS hinted_before
+    FROM unnest($1::text[], $2::bigint[]) AS p(url, host_id)
+    JOIN urls AS u ON u.url = p.url AND u.host_id = p.host_id
+    LEFT JOIN hint_trust AS t ON t.host_id = u.host_id AND t.source = 'ping'
+    LEFT JOIN url_hint_state AS s ON s.host_id = u.host_id AND s.url_id = u.id
+    WHERE u.host_id = ANY($5::bigint[])
+),
+decided AS (
+    SELECT f.id, f.host_id, CASE
+        WHEN f.last_fetched_at IS NULL OR f.announced_tests < $6 THEN
+            least(f.next_fetch_at, $3::timestamptz)
+        WHEN f.classification = 'complete' THEN CASE
+            WHEN random() < (
+                SELECT CASE WHEN p.complete_sampled > 0 AND p.mu IS NOT NULL
+                                 AND p.objective IN ('harmonic', 'freshness')
+                            THEN crawler_complete_probability(
+                                f.announced_rate, f.importance, p.mu, p.objective,
+                                p.min_interval_seconds / 86400.0,
+                                f.longest_seconds / 86400.0)
+                            ELSE 1.0 END
+                FROM (SELECT 1) AS one LEFT JOIN plan AS p ON true)
+            THEN least(f.next_fetch_at, $3::timestamptz)
+            ELSE f.next_fetch_at END
+        WHEN f.classification = 'noisy' AND NOT f.hinted_before
+             AND f.update_period_days IS NULL AND f.change_rate_per_day > 0
+             AND isfinite(f.next_fetch_at) THEN
+            least(f.next_fetch_at, to_timestamp(crawler_hinted_fetch_time(
+                extract(epoch FROM f.last_fetched_at)::float8,
+                extract(epoch FROM f.next_fetch_at)::float8, f.change_rate_per_day,
+                extract(epoch FROM $3::timestamptz)::float8, f.recall_mean,
+                f.false_alarm_mean)))
+        ELSE f.next_fetch_at END AS due
+    FROM found AS f
+),
+pinged AS (
+    UPDATE urls AS u SET next_fetch_at = d.due
+    FROM decided AS d
+    WHERE u.id = d.id AND u.host_id = d.host_id AND u.host_id = ANY($5::bigint[])
+      AND d.due < u.next_fetch_at
+    RETURNING u.id, u.host_id, u.next_fetch_at
+),
+state AS (
+    INSERT INTO url_hint_state (host_id, url_id, hints_since)
+    SELECT host_id, id, $3::timestamptz FROM found
+    ON CONFLICT (host_id, url_id) DO NOTHING
+),
+hinted AS (
+    INSERT INTO url_hints (host_id, url_id, kind, claimed_at, source, seen_at)
+    SELECT host_id, id, 'ping', $3::timestamptz, $4::text, $3::timestamptz FROM found
+    ON CONFLICT (host_id, url_id, kind, claimed_at, source) DO UPDATE
+        SET seen_at = excluded.seen_at
+),
+moved AS (
+    UPDATE hosts AS h SET next_due_at = LEAST(h.next_due_at, m.due)
+    FROM (SELECT host_id, min(next_fetch_at) AS due FROM pinged GROUP BY host_id) AS m
+    WHERE h.id = m.host_id AND h.id = ANY($5::bigint[])
+)
+SELECT count(*) FROM decided WHERE due <= $3::timestamptz;
+
+-- name: claim_due_sitemaps
+-- The sitemap reader (crawler.daemon.sitemaps): up to $1 sitemaps and feeds due to be read
+-- again, by sitemaps_next_read_idx, claimed for $2 seconds (their next_read_at moves there,
+-- so no other reader claims them meanwhile) under a new fencing epoch, which their record
+-- (sitemap_read_record) must still hold. Times in epoch seconds.
+WITH due AS (
+    SELECT host_id, url
+    FROM sitemaps
+    WHERE next_read_at <= now()
+    ORDER BY next_read_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE sitemaps AS s
+SET next_read_at = now() + make_interval(secs => $2), lease_epoch = s.lease_epoch + 1
+FROM due JOIN hosts AS h ON h.id = due.host_id
+WHERE s.host_id = due.host_id AND s.url = due.url
+RETURNING s.host_id, h.origin, s.url, s.robots_origin, s.kind, s.depth, s.source, s.found_on,
+          s.lease_epoch, s.etag, date_part('epoch', s.last_modified) AS last_modified,
+          date_part('epoch', s.answered_at) AS answered_at, s.digest, s.reads, s.changes,
+          s.consecutive_failures, s.changed_intervals_days, s.unchanged_days,
+          s.intervals_observed, s.change_rate_per_day, s.listed;
+
+-- name: sitemaps_next_due
+-- When the next sitemap falls due (epoch seconds; NULL when none is scheduled): the reader's
+-- idle wake, one entry of sitemaps_next_read_idx.
+SELECT date_part('epoch', min(next_read_at)) FROM sitemaps WHERE next_read_at IS NOT NULL;
+
+-- name: sitemap_postpone
+-- A claimed sitemap ($1 host, $2 URL, $3 the claim's epoch) not read now (its host busy, or
+-- waiting out a backoff): due at $4 (epoch seconds) instead.
+UPDATE sitemaps SET next_read_at = to_timestamp($4)
+WHERE host_id = $1 AND url = $2 AND lease_epoch = $3;
+
+-- name: sitemap_state
+-- The schedule's state of the sitemap $2 of host $1 (as claim_due_sitemaps returns it), for
+-- the seeder, which reads it outside any claim.
+SELECT s.host_id, s.url, s.robots_origin, s.kind, s.depth, s.source, s.found_on,
+       s.lease_epoch, s.etag, date_part('epoch', s.last_modified) AS last_modified,
+       date_part('epoch', s.answered_at) AS answered_at, s.digest, s.reads, s.changes,
+       s.consecutive_failures, s.changed_intervals_days, s.unchanged_days,
+       s.intervals_observed, s.change_rate_per_day, s.listed
+FROM sitemaps AS s
+WHERE s.host_id = $1 AND s.url = $2;
+
+-- name: sitemap_read_record
+-- A sitemap or feed after a read ($1 host, $2 URL; $3 the reader's claim epoch, NULL for the
+-- seeder; $4 the row's new values as JSON, times in epoch seconds, digest in hex). What a
+-- read leaves unknown (JSON null) keeps its value: the kind and validators after a 304, the
+-- counts of URLs listed, added and dropped after a read that did not change the listing.
+-- Returns the row when written (the claim still held).
+WITH r AS (
+    SELECT * FROM jsonb_to_record($4::jsonb) AS r(
+        kind text, source text, found_on text, read_at double precision, status smallint,
+        listed integer, added integer, dropped integer, rejected integer, cut text,
+        error text, etag text, last_modified double precision, next_read_at double precision,
+        answered_at double precision, digest text, changed boolean, repaired integer,
+        reads integer, changes integer, consecutive_failures integer,
+        changed_intervals_days double precision[], unchanged_days double precision,
+        intervals_observed integer, change_rate_per_day double precision,
+        read_rate_per_day double precision)
+)
+UPDATE sitemaps AS s
+SET kind = COALESCE(r.kind, s.kind), source = COALESCE(s.source, r.source),
+    found_on = COALESCE(s.found_on, r.found_on), read_at = to_timestamp(r.read_at),
+    status = r.status, listed = COALESCE(r.listed, s.listed),
+    added = COALESCE(r.added, s.added), dropped = COALESCE(r.dropped, s.dropped),
+    rejected = COALESCE(r.rejected, s.rejected), cut = r.cut, error = r.error,
+    etag = r.etag, last_modified = to_timestamp(r.last_modified),
+    next_read_at = to_timestamp(r.next_read_at), answered_at = to_timestamp(r.answered_at),
+    digest = decode(r.digest, 'hex'),
+    changed_at = CASE WHEN r.changed THEN to_timestamp(r.read_at) ELSE s.changed_at END,
+    repaired = COALESCE(r.repaired, s.repaired), reads = r.reads, changes = r.changes,
+    consecutive_failures = r.consecutive_failures,
+    changed_intervals_days = r.changed_intervals_days, unchanged_days = r.unchanged_days,
+    intervals_observed = r.intervals_observed,
+    change_rate_per_day = r.change_rate_per_day, read_rate_per_day = r.read_rate_per_day
+FROM r
+WHERE s.host_id = $1 AND s.url = $2 AND ($3::bigint IS NULL OR s.lease_epoch = $3::bigint)
+RETURNING s.url;
+
+-- name: sitemap_new_listings
+-- Of the URLs sitemap $1 lists now ($2, with their host ids $3; $4 the distinct ones, which
+-- route the statement), those it did not list at its last read: to be seeded (new URLs join
+-- the collection, a gone one is asked for again) before sitemap_list records them.
+SELECT t.url
+FROM unnest($2::text[], $3::bigint[]) AS t(url, host_id)
+LEFT JOIN LATERAL (  -- one probe of urls_host_id_url_key per URL, as in sitemap_listed_ids
+    SELECT id, host_id FROM urls
+    WHERE host_id = t.host_id AND url = t.url
+    ORDER BY host_id, url LIMIT 1
+) AS u ON u.host_id = ANY($4::bigint[])
+LEFT JOIN LATERAL (  -- and one probe of sitemap_urls_pkey, not a scan of every listing
+    SELECT true AS listed FROM sitemap_urls AS m
+    WHERE m.host_id = u.host_id AND m.url_id = u.id AND m.sitemap_id = $1
+    LIMIT 1
+) AS m ON true
+WHERE m.listed IS NULL;
+
+-- name: sitemap_listed_ids
+-- The known URLs of a sitemap's listing ($1 URLs, $2 their host ids, $3 the distinct ones,
+-- which route the statement): their ids and hosts. One probe of urls_host_id_url_key per URL,
+-- whatever the host's size or the statistics of a table just seeded (ordered as that index
+-- is, so that no other is chosen); a URL not known (refused when seeded) is skipped.
+SELECT u.id, u.host_id
+FROM unnest($1::text[], $2::bigint[]) AS t(url, host_id)
+CROSS JOIN LATERAL (
+    SELECT id, host_id FROM urls
+    WHERE host_id = t.host_id AND url = t.url
+    ORDER BY host_id, url LIMIT 1
+) AS u
+WHERE u.host_id = ANY($3::bigint[]);
+
+-- name: sitemap_members
+-- What sitemap $1 listed at its last read, on hosts $2 (sitemap_urls_pkey).
+SELECT url_id, host_id FROM sitemap_urls WHERE host_id = ANY($2::bigint[]) AND sitemap_id = $1;
+
+-- name: unlisted_ids
+-- The URLs of hosts $1 flagged unlisted (urls_unlisted_idx): few, whatever the hosts' size.
+SELECT id, host_id FROM urls WHERE host_id = ANY($1::bigint[]) AND unlisted_at IS NOT NULL;
+
+-- name: sitemap_list
+-- Sitemap $1 lists URLs $2 (ids, on hosts $3; $4 the distinct hosts) it did not list before;
+-- those flagged unlisted ($5 ids, $6 their hosts) lose the flag.
+WITH listed AS (
+    INSERT INTO sitemap_urls (host_id, sitemap_id, url_id)
+    SELECT host_id, $1, url_id FROM unnest($2::bigint[], $3::bigint[]) AS t(url_id, host_id)
+    WHERE host_id = ANY($4::bigint[])
+    ON CONFLICT (host_id, sitemap_id, url_id) DO NOTHING
+)
+UPDATE urls AS u SET unlisted_at = NULL
+FROM unnest($5::bigint[], $6::bigint[]) AS r(id, host_id)
+WHERE u.id = r.id AND u.host_id = r.host_id AND u.host_id = ANY($4::bigint[]);
+
+-- name: sitemap_unlist
+-- Sitemap $1 no longer lists URLs $2 (ids, on hosts $3; $4 the distinct hosts): forgotten,
+-- and each that no other sitemap lists any more (one probe of sitemap_urls_url_idx per URL)
+-- flagged unlisted at $5 (epoch seconds). Returns how many were flagged.
+WITH gone AS (
+    DELETE FROM sitemap_urls AS m
+    USING unnest($2::bigint[], $3::bigint[]) AS d(url_id, host_id)
+    WHERE m.host_id = d.host_id AND m.sitemap_id = $1 AND m.url_id = d.url_id
+      AND m.host_id = ANY($4::bigint[])
+    RETURNING m.host_id, m.url_id
+),
+flagged AS (
+    UPDATE urls AS u SET unlisted_at = to_timestamp($5)
+    FROM gone AS g
+    LEFT JOIN LATERAL (
+        SELECT true AS kept FROM sitemap_urls AS o
+        WHERE o.host_id = g.host_id AND o.url_id = g.url_id AND o.sitemap_id <> $1
+        LIMIT 1
+    ) AS other ON true
+    WHERE u.id = g.url_id AND u.host_id = g.host_id AND u.host_id = ANY($4::bigint[])
+      AND u.unlisted_at IS NULL AND other.kept IS NULL
+    RETURNING u.id
+)
+SELECT count(*) FROM flagged;
+
+-- name: sitemap_register
+-- Sitemaps found by reading an index or a page ($1 their host ids, $2 their URLs; $3 the
+-- origin whose robots.txt vouches for them, $4 their depth, $5 how they were found, $6 the
+-- file or page that named them), due at once; each host holds at most $7 sitemaps. Their
+-- hosts exist (sitemap_host). Returns those that were new.
+INSERT INTO sitemaps (host_id, url, robots_origin, depth, source, found_on, next_read_at)
+SELECT t.host_id, t.url, $3::text, $4::integer, $5::text, $6::text, now()
+FROM unnest($1::bigint[], $2::text[]) AS t(host_id, url)
+WHERE t.host_id = ANY($1::bigint[])
+  AND (SELECT count(*) FROM sitemaps AS s WHERE s.host_id = t.host_id) < $7::integer
+ON CONFLICT (host_id, url) DO NOTHING
+RETURNING url;
+
+-- name: register_page_feeds
+-- Feeds a page of host $1 announces ($2 their URLs, on the page's host; $3 the page): each a
+-- sitemap of kind feed for the host, due at once, when the host is read through sitemaps
+-- already (seeded with --sitemaps or --sitemap), at most $4 of them per host.
+INSERT INTO sitemaps (host_id, url, depth, source, found_on, next_read_at)
+SELECT $1::bigint, t.url, 0, 'page', $3::text, now()
+FROM unnest($2::text[]) AS t(url)
+WHERE EXISTS (SELECT 1 FROM sitemaps
+              WHERE host_id = $1::bigint AND source IS DISTINCT FROM 'page')
+  AND (SELECT count(*) FROM sitemaps WHERE host_id = $1::bigint AND source = 'page')
+      < $4::integer
+ON CONFLICT (host_id, url) DO NOTHING;
+
+-- name: forget_sitemaps
+-- The sitemaps index $2 (on a host of $1) named and no longer lists ($3 those it lists now):
+-- gone, with what they listed; each URL they listed that no other sitemap of its host lists
+-- any more ($4 the hosts their URLs are on) is flagged unlisted at $5 (epoch seconds).
+-- Returns the sitemaps forgotten and their kinds (an index's own ones follow).
+WITH gone AS (
+    DELETE FROM sitemaps AS s
+    WHERE s.host_id = ANY($1::bigint[]) AND s.source = 'index' AND s.found_on = $2
+      AND NOT (s.url = ANY($3::text[]))
+    RETURNING s.url, s.kind, crawler_host_id(s.url) AS sitemap_id
+),
+dropped AS (
+    DELETE FROM sitemap_urls AS m
+    USING gone
+    WHERE m.sitemap_id = gone.sitemap_id AND m.host_id = ANY($4::bigint[])
+    RETURNING m.host_id, m.url_id
+),
+unlisted AS (
+    UPDATE urls AS u SET unlisted_at = to_timestamp($5)
+    FROM (SELECT DISTINCT host_id, url_id FROM dropped) AS d
+    LEFT JOIN LATERAL (
+        SELECT true AS kept FROM sitemap_urls AS o
+        WHERE o.host_id = d.host_id AND o.url_id = d.url_id
+          AND o.sitemap_id <> ALL (ARRAY(SELECT sitemap_id FROM gone))
+        LIMIT 1
+    ) AS other ON true
+    WHERE u.id = d.url_id AND u.host_id = d.host_id AND u.host_id = ANY($4::bigint[])
+      AND u.unlisted_at IS NULL AND other.kept IS NULL
+    RETURNING u.id
+)
+SELECT g.url, g.kind, (SELECT count(*) FROM unlisted) AS unlisted FROM gone AS g;
+
+-- name: sitemap_host_ids
+-- `crawler sites`: the hosts that have sitemaps (a listing, by design).
+SELECT DISTINCT s.host_id FROM sitemaps AS s ORDER BY s.host_id;
+
+-- name: unlisted_counts
+-- `crawler sites`: of hosts $1, how many URLs no sitemap lists any more (urls_unlisted_idx).
+SELECT host_id, count(*) AS unlisted
+FROM urls
+WHERE host_id = ANY($1::bigint[]) AND unlisted_at IS NOT NULL
+GROUP BY host_id;
+
+-- name: remove_sitemap_urls
+-- What sitemaps listed of the URLs just removed ($1 ids, $2 their host ids), as
+-- remove_observations (sitemap_urls has no foreign key: its check cost a third of recording
+-- a listing).
+DELETE FROM sitemap_urls AS m
+USING unnest($1::bigint[], $2::bigint[]) AS r(url_id, host_id)
+WHERE m.url_id = r.url_id AND m.host_id = r.host_id AND m.host_id = ANY($2::bigint[]);
+
+-- name: hint_sources_at_fetch
+-- Issue 38 (crawler.db.hints.test_fetches): for the fetches of URLs with hints ($1 hosts, $2
+-- URLs, $3 the fetch times in epoch seconds; each row joined on its own host), each source of
+-- each URL's hints, its announcements since the URL's hints are watched up to the fetch, and
+-- since when they are watched: what the p0 of the fetch interval's test is computed from
+-- (crawler.core.hint_trust.null_changed_probability).
+SELECT i.url_id, h.kind AS source,
+       count(DISTINCT h.claimed_at) FILTER (
+           WHERE h.claimed_at > s.hints_since AND h.claimed_at <= to_timestamp(i.at))
+           AS announced,
+       date_part('epoch', s.hints_since) AS hints_since
+FROM unnest($1::bigint[], $2::bigint[], $3::float8[]) AS i(host_id, url_id, at)
+JOIN url_hint_state AS s ON s.host_id = i.host_id AND s.url_id = i.url_id
+JOIN url_hints AS h ON h.host_id = s.host_id AND h.url_id = s.url_id
+GROUP BY i.url_id, h.kind, s.hints_since;
+
+-- name: test_hints
+-- crawler.db.hints.test_fetches, in the transaction of a batch of fetch records,
+-- after record_fetches: the fetches of URLs with hints that saw a change verdict ($1 hosts,
+-- $2 URLs, $3 the previous fetch in epoch seconds, NULL when there is none or the page is
+-- timed by its clock (its intervals test nothing of a source), $4 this fetch, $5 whether it saw
+-- a change, $6 the next fetch its own schedule gave it; $7 the distinct hosts of $1, which route
+-- the statement: the joins that follow are on each row's own host, not on $7 again, which
+-- an index probe per row would search whole). Each URL's pending test, the fetch interval before this one, is tested
+-- against each of its sources (the sources it had then): did the source date a change inside
+-- it, and did the fingerprint see one (hits, false alarms, misses, quiet in hint_trust, with
+-- the p0 computed for the test when its interval ended, over the announced and the silent
+-- intervals). The test comes one fetch late so that announcements read after the fetch still
+-- count. This fetch's interval becomes the pending test, with its p0 per source ($9, a JSON
+-- array of {url_id, source, p0}), and its planned next fetch is kept (what a trust drop falls back to).
+-- A page a complete source observes waits for its announcements: its next fetch is put off to
+-- $8[2] of its announcement intervals ((α $8[3] + announced) / (β $8[4] + days watched)), within its
+-- longest interval ($8[1] seconds, or its own bound), never sooner than planned; a host released
+-- in the batch gets its due time again. Returns the (host, source) rows tested, with their
+-- counts, for crawler.core.hint_trust.assess.
+WITH item AS MATERIALIZED (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::float8[], $4::float8[], $5::bool[],
+                         $6::float8[]) AS i(host_id, url_id, start_s, end_s, changed, planned_s)
+),
+priors AS MATERIALIZED (
+    SELECT p.url_id, array_agg(p.source ORDER BY p.source) AS sources,
+           array_agg(p.p0 ORDER BY p.source) AS p0
+    FROM jsonb_to_recordset($9::jsonb) AS p(url_id bigint, source text, p0 float8)
+    GROUP BY p.url_id
+),
+state AS MATERIALIZED (
+    SELECT i.*, s.hints_since, s.test_start, s.test_end, s.test_changed, s.test_sources,
+           s.test_p0, p.sources AS new_sources, p.p0 AS new_p0
+    FROM item AS i
+    JOIN url_hint_state AS s ON s.host_id = i.host_id AND s.url_id = i.url_id
+    LEFT JOIN priors AS p ON p.url_id = i.url_id
+    WHERE s.host_id = ANY($7::bigint[])
+),
+source AS MATERIALIZED (
+    SELECT s.host_id, s.url_id, h.kind AS source,
+           ((($8::float8[])[1][])[3] + count(DISTINCT h.claimed_at) FILTER (WHERE h.claimed_at > s.hints_since))
+            / ((($8::float8[])[1][])[4] + greatest(s.end_s - extract(epoch FROM s.hints_since)::float8, 0.0)
+               / 86400.0) AS announced_rate,
+           coalesce(bool_or(h.claimed_at > s.test_start AND h.claimed_at <= s.test_end), false)
+               AS announced
+    FROM state AS s
+    JOIN url_hints AS h ON h.host_id = s.host_id AND h.url_id = s.url_id
+    GROUP BY s.host_id, s.url_id, h.kind, s.hints_since, s.end_s, s.test_start, s.test_end
+),
+tested AS (
+    SELECT src.host_id, src.source,
+           count(*) FILTER (WHERE src.announced AND s.test_changed) AS hits,
+           count(*) FILTER (WHERE src.announced AND NOT s.test_changed) AS false_alarms,
+           count(*) FILTER (WHERE NOT src.announced AND s.test_changed) AS misses,
+           count(*) FILTER (WHERE NOT src.announced AND NOT s.test_changed) AS quiet,
+           coalesce(sum(p.p0) FILTER (WHERE src.announced), 0.0) AS expected_hinted,
+           coalesce(sum(p.p0) FILTER (WHERE NOT src.announced), 0.0) AS expected_silent
+    FROM source AS src
+    JOIN state AS s ON s.host_id = src.host_id AND s.url_id = src.url_id
+    JOIN LATERAL unnest(s.test_sources, s.test_p0) AS p(source, p0) ON p.source = src.source
+    WHERE s.test_start IS NOT NULL AND s.test_changed IS NOT NULL
+    GROUP BY src.host_id, src.source
+),
+counted AS (
+    INSERT INTO hint_trust AS t (host_id, source, hits, false_alarms, misses, quiet,
+                                 expected_hinted, expected_silent, tested_at)
+    SELECT host_id, source, hits, false_alarms, misses, quiet, expected_hinted, expected_silent,
+           now()
+    FROM tested
+    ON CONFLICT (host_id, source) DO UPDATE
+        SET hits = t.hits + excluded.hits, false_alarms = t.false_alarms + excluded.false_alarms,
+            misses = t.misses + excluded.misses, quiet = t.quiet + excluded.quiet,
+            expected_hinted = t.expected_hinted + excluded.expected_hinted,
+            expected_silent = t.expected_silent + excluded.expected_silent,
+            tested_at = excluded.tested_at
+    RETURNING t.host_id, t.source, t.hits, t.false_alarms, t.misses, t.quiet,
+              t.expected_hinted, t.expected_silent, t.tested_class
+),
+pending AS (
+    UPDATE url_hint_state AS u
+    SET test_start = to_timestamp(s.start_s), test_end = to_timestamp(s.end_s),
+        test_changed = s.changed, planned_at = to_timestamp(s.planned_s),
+        test_sources = s.new_sources, test_p0 = s.new_p0
+    FROM state AS s
+    WHERE u.host_id = s.host_id AND u.url_id = s.url_id
+),
+complete AS (
+    SELECT src.host_id, src.url_id, max(src.announced_rate) AS rate
+    FROM source AS src
+    JOIN hint_trust AS t ON t.host_id = src.host_id AND t.source = src.source
+    WHERE t.classification = 'complete'
+    GROUP BY src.host_id, src.url_id
+),
+pushed AS (
+    UPDATE urls AS u
+    SET next_fetch_at = greatest(u.next_fetch_at, to_timestamp(s.end_s + least(
+        86400.0 * (($8::float8[])[1][])[2] / c.rate, coalesce(u.own_max_interval_seconds, ($8::float8[])[1]))))
+    FROM complete AS c
+    JOIN state AS s ON s.host_id = c.host_id AND s.url_id = c.url_id
+    WHERE u.id = c.url_id AND u.host_id = c.host_id AND isfinite(u.next_fetch_at)
+    RETURNING u.host_id, u.id, u.next_fetch_at
+),
+host_due AS (
+    UPDATE hosts AS h
+    SET next_due_at = least(p.next_fetch_at, (
+        SELECT min(next_fetch_at) FROM urls WHERE host_id = h.id AND id <> p.id))
+    FROM pushed AS p
+    WHERE h.id = p.host_id AND h.lease_owner IS NULL
+)
+SELECT host_id, source, hits, false_alarms, misses, quiet, expected_hinted, expected_silent,
+       tested_class
+FROM counted;
+
+-- name: assess_hint_trust
+-- Issue 38: the assessment of (host, source) rows test_hints just counted, made by
+-- crawler.core.hint_trust.assess in Python ($1 hosts, $2 sources, $3 classifications of the
+-- tests, $4 precision, $5 recall, $6 false-alarm posterior means, $7 reasons; $8 the distinct
+-- hosts). When a source's classification changes, its pages move at once: a page of a source
+-- no longer complete falls back to the next fetch its own schedule planned (now if that is
+-- past); a page of a source now complete that announced a change since its last fetch is due
+-- now. Run in the fetches' transaction: the hosts are the batch's, locked by record_fetches.
+-- Returns the (host, source) whose classification changed.
+WITH given AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[], $5::float8[],
+                         $6::float8[], $7::text[])
+        AS g(host_id, source, tested_class, precision_mean, recall_mean, false_alarm_mean,
+             reason)
+),
+before AS MATERIALIZED (
+    SELECT t.host_id, t.source, t.classification
+    FROM hint_trust AS t
+    JOIN given AS g ON g.host_id = t.host_id AND g.source = t.source
+    WHERE t.host_id = ANY($8::bigint[])
+),
+after AS (
+    UPDATE hint_trust AS t
+    SET tested_class = g.tested_class, precision_mean = g.precision_mean,
+        recall_mean = g.recall_mean, false_alarm_mean = g.false_alarm_mean, reason = g.reason
+    FROM given AS g
+    WHERE t.host_id = g.host_id AND t.source = g.source AND t.host_id = ANY($8::bigint[])
+    RETURNING t.host_id, t.source, t.classification
+),
+changed AS MATERIALIZED (
+    SELECT a.host_id, a.source, b.classification AS was, a.classification AS now
+    FROM after AS a
+    JOIN before AS b ON b.host_id = a.host_id AND b.source = a.source
+    WHERE a.classification IS DISTINCT FROM b.classification
+      AND (a.classification = 'complete' OR b.classification = 'complete')
+),
+target AS (
+    SELECT u.host_id, u.id, min(CASE
+        WHEN c.was = 'complete' THEN greatest(s.planned_at, now())
+        WHEN EXISTS (
+            SELECT 1 FROM url_hints AS n
+            WHERE n.host_id = u.host_id AND n.url_id = u.id AND n.kind = c.source
+              AND n.claimed_at > u.last_fetched_at) THEN now()
+        END) AS due
+    FROM changed AS c
+    JOIN url_hints AS h ON h.host_id = c.host_id AND h.kind = c.source
+    JOIN urls AS u ON u.id = h.url_id AND u.host_id = h.host_id
+    JOIN url_hint_state AS s ON s.host_id = u.host_id AND s.url_id = u.id
+    WHERE h.host_id = ANY($8::bigint[])
+    GROUP BY u.host_id, u.id
+),
+moved AS (
+    UPDATE urls AS u SET next_fetch_at = t.due
+    FROM target AS t
+    WHERE u.id = t.id AND u.host_id = t.host_id AND u.host_id = ANY($8::bigint[])
+      AND t.due < u.next_fetch_at
+    RETURNING u.host_id, u.next_fetch_at
+),
+host_due AS (
+    UPDATE hosts AS h SET next_due_at = least(h.next_due_at, m.due)
+    FROM (SELECT host_id, min(next_fetch_at) AS due FROM moved GROUP BY host_id) AS m
+    WHERE h.id = m.host_id AND h.id = ANY($8::bigint[])
+)
+SELECT host_id, source, was, now FROM changed;
+
+-- name: remove_url_hint_state
+-- The hint state (issue 38) of URLs just removed ($1 ids, $2 their host ids), as
+-- remove_url_hints.
+DELETE FROM url_hint_state AS s
+USING unnest($1::bigint[], $2::bigint[]) AS r(url_id, host_id)
+WHERE s.url_id = r.url_id AND s.host_id = r.host_id AND s.host_id = ANY($2::bigint[]);
+
+-- name: hinted_urls
+-- Issue 38: which URLs of a batch of fetches have hints ($1 hosts, $2 URLs; $3 the distinct
+-- hosts, which route the statement): only their fetches are tested (test_hints), so that a
+-- batch without any costs this one probe of url_hint_state's key and no more.
+SELECT s.url_id
+FROM unnest($1::bigint[], $2::bigint[]) AS i(host_id, url_id)
+JOIN url_hint_state AS s ON s.host_id = i.host_id AND s.url_id = i.url_id
+WHERE s.host_id = ANY($3::bigint[]);
+
+-- name: explain_url
+-- `crawler explain URL` ($1): the URL's row as crawler.db.frontier.record_from_row reads it
+-- (times in epoch seconds), its schedule, its host's politeness state and its hint state.
+SELECT u.id AS url_id, u.url, u.host_id, u.state, u.importance,
+       date_part('epoch', u.last_fetched_at) AS last_fetched_at, u.last_status, u.last_simhash,
+       u.last_content_hash, u.etag, date_part('epoch', u.last_modified) AS last_modified,
+       u.fetch_count, u.change_count, u.consecutive_failures, u.changed_intervals_days,
+       u.unchanged_days, u.intervals_observed, u.change_rate_per_day, u.change_brackets_days,
+       u.update_period_days, u.update_phase_days, u.update_jitter_days, u.site_id, u.depth,
+       u.lm_fetches, u.lm_changes, u.lm_observed_days, u.lm_evidence_days,
+       u.own_min_interval_seconds, u.own_max_interval_seconds, u.fetch_windows,
+       u.fetch_rate_per_day, date_part('epoch', u.next_fetch_at) AS next_fetch_at,
+       date_part('epoch', coalesce(u.last_attempt_at, u.last_fetched_at)) AS last_attempt_at,
+       u.last_outcome, h.origin, date_part('epoch', h.next_request_at) AS host_next_request_at,
+       date_part('epoch', h.backoff_until) AS host_backoff_until, h.crawl_delay_seconds,
+       h.paused, h.lease_owner, date_part('epoch', h.lease_expires_at) AS host_lease_expires_at,
+       date_part('epoch', s.hints_since) AS hints_since,
+       date_part('epoch', s.planned_at) AS planned_at
+FROM urls AS u
+JOIN hosts AS h ON h.id = u.host_id
+LEFT JOIN url_hint_state AS s ON s.host_id = u.host_id AND s.url_id = u.id
+WHERE u.url = $1 AND u.host_id = crawler_url_host_id($1);
+
+-- name: explain_hint_sources
+-- `crawler explain`: each source of URL $1's hints (on host $2): its claims, the announcements
+-- since the URL's hints are watched ($3, epoch seconds) up to its last fetch ($4), whether one
+-- dates a change after that fetch and when the first such was read, with the host's trust in
+-- the source (hint_trust; NULLs when nothing was counted yet).
+SELECT c.source, c.claims, c.announced_at_fetch, c.announced_since_fetch,
+       date_part('epoch', c.first_seen_since_fetch) AS first_seen_since_fetch,
+       t.hits, t.false_alarms, t.misses, t.quiet, t.expected_hinted, t.expected_silent,
+       t.dates, t.stamped_now, t.classification, t.tested_class
+FROM (
+    SELECT h.kind AS source, count(*) AS claims,
+           count(DISTINCT h.claimed_at) FILTER (
+               WHERE h.claimed_at > to_timestamp($3::float8)
+                 AND h.claimed_at <= to_timestamp($4::float8)) AS announced_at_fetch,
+           coalesce(bool_or(h.claimed_at > to_timestamp($4::float8)), false)
+               AS announced_since_fetch,
+           min(h.seen_at) FILTER (WHERE h.claimed_at > to_timestamp($4::float8))
+               AS first_seen_since_fetch
+    FROM url_hints AS h
+    WHERE h.url_id = $1 AND h.host_id = $2
+    GROUP BY h.kind
+) AS c
+LEFT JOIN hint_trust AS t ON t.host_id = $2 AND t.source = c.source
+ORDER BY c.source;
+
+-- name: complete_in_sample
+-- Issue 38, the planner: which URLs of its sample ($1 hosts, $2 URLs; $3 the distinct hosts)
+-- a source trusted as complete observes, each with its rate of announcements,
+-- (α $4 + announced) / (β $5 + days watched): a complete page's change rate.
+SELECT s.url_id,
+       ($4::float8 + count(DISTINCT h.claimed_at) FILTER (WHERE h.claimed_at > s.hints_since))
+        / ($5::float8 + greatest(extract(epoch FROM now() - s.hints_since)::float8, 0.0)
+           / 86400.0) AS announced_rate
+FROM unnest($1::bigint[], $2::bigint[]) AS i(host_id, url_id)
+JOIN url_hint_state AS s ON s.host_id = i.host_id AND s.url_id = i.url_id
+JOIN url_hints AS h ON h.host_id = s.host_id AND h.url_id = s.url_id
+JOIN hint_trust AS t ON t.host_id = h.host_id AND t.source = h.kind
+WHERE s.host_id = ANY($3::bigint[]) AND t.classification = 'complete'
+GROUP BY s.url_id, s.hints_since;

@@ -67,7 +67,10 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.fingerprint_region, lu.out_links_read, lu.watch_exact, lu.last_text_hash,
        lu.own_min_interval_seconds, lu.own_max_interval_seconds, lu.fetch_windows,
        s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css,
-       s.watch_exact AS site_watch_exact
+       s.watch_exact AS site_watch_exact,
+       -- Whether the URL has change hints (issue 38): not said here (a correlated look-up of
+       -- another distributed table); the record looks it up (crawler.db.hints.hinted).
+       NULL::boolean AS hinted
 FROM leased_hosts AS lh
 LEFT JOIN lu ON lu.host_id = lh.id
 LEFT JOIN sites AS s ON s.id = lu.site_id
@@ -117,20 +120,20 @@ url AS (
         fetch_count = n.fetch_count,
         change_count = n.change_count,
         consecutive_failures = n.consecutive_failures,
-        changed_intervals_days = coalesce(n.changed_intervals_days, '{}'),  -- NULL: empty (0020)
+        changed_intervals_days = coalesce(n.changed_intervals_days, '{}'),  -- NULL: empty (record_row)
         unchanged_days = n.unchanged_days,
         intervals_observed = n.intervals_observed,
         change_rate_per_day = n.change_rate_per_day,
         fetch_rate_per_day = n.fetch_rate_per_day,
         redirect_to = n.redirect_to,
-        change_brackets_days = coalesce(n.change_brackets_days, '{}'),  -- NULL: empty (0020)
+        change_brackets_days = coalesce(n.change_brackets_days, '{}'),  -- NULL: empty (record_row)
         update_period_days = n.update_period_days,
         update_phase_days = n.update_phase_days,
         update_jitter_days = n.update_jitter_days,
         lm_fetches = n.lm_fetches,
         lm_changes = n.lm_changes,
         lm_observed_days = n.lm_observed_days,
-        lm_evidence_days = coalesce(n.lm_evidence_days, '{}'),  -- NULL: empty (0020)
+        lm_evidence_days = coalesce(n.lm_evidence_days, '{}'),  -- NULL: empty (record_row)
         out_links_read = n.out_links_read,
         last_text_hash = n.last_text_hash
     FROM held AS n
@@ -143,7 +146,7 @@ observation AS (
         content_hash, simhash_distance, changed, content_changed, last_modified, error_kind,
         truncated
     )
-    -- Only for a URL row the update above found and locked (no foreign key checks it, 0023):
+    -- Only for a URL row the update above found and locked (no foreign key checks it):
     -- a URL removed meanwhile gets no observation.
     SELECT n.url_id, n.host_id, n.fetched_at, n.outcome, n.status, n.bytes,
            n.duration_seconds, n.simhash, n.content_hash, n.simhash_distance, n.changed,

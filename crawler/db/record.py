@@ -8,8 +8,10 @@ One that also has a ``write_many(conn, writes)`` (a static method) is given ever
 batch at once, so that a batch costs one statement per kind of row, not one per fetch.
 
 ``write_batch`` commits many hosts' fetches in one transaction (one statement when they have
-no extra writes): per-fetch round trips and commits, not PostgreSQL's work per row, are what
-bound the record rate.
+no extra writes and their URLs no hints; the fetches of URLs with hints are tested in the same
+transaction, issue 38: ``crawler.db.hints``, which costs a batch without any one probe):
+per-fetch round trips and commits, not PostgreSQL's work per row, are what bound the record
+rate.
 """
 
 from __future__ import annotations
@@ -20,11 +22,26 @@ from typing import Any
 
 import asyncpg
 
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import Transition
-from crawler.db import frontier, windows
+from crawler.db import frontier, hints, windows
 from crawler.db.frontier import Lease, LeaseLost
 
 ExtraWrite = Callable[[asyncpg.Connection, Transition], Awaitable[None]]
+# The longest interval a completely observed page waits for its announcements when the
+# writer names no policy (the settings' default, CRAWLER_MAX_INTERVAL).
+DEFAULT_MAX_INTERVAL_SECONDS = 30 * 86400.0
+
+
+async def _test_hints(
+    conn: asyncpg.Connection, ts: Sequence[Transition], schedule: SchedulePolicy | None
+) -> None:
+    """The fetches' tests of their URLs' hints (``crawler.db.hints``), in their transaction."""
+    if schedule is None:
+        await hints.test_fetches(conn, ts, max_interval_seconds=DEFAULT_MAX_INTERVAL_SECONDS)
+    else:
+        await hints.test_fetches(conn, ts, max_interval_seconds=schedule.max_interval_seconds,
+                                 prior=schedule.prior, policy=schedule)
 
 
 async def write_transition(
@@ -33,16 +50,22 @@ async def write_transition(
     lease: Lease,
     *,
     extra_writes: Sequence[ExtraWrite] = (),
+    schedule: SchedulePolicy | None = None,
 ) -> bool:
     """Commit ``t`` under ``lease``; False when its observation had already been recorded.
 
     Raises ``LeaseLost`` and writes nothing when the lease is no longer held: the fencing
-    check comes first and keeps the host row locked until the commit.
+    check comes first and keeps the host row locked until the commit. ``schedule``: the
+    policy the fetch was scheduled under (its longest interval and prior, for the tests of
+    the URL's hints).
     """
-    if t.seed is None and t.window is None and not extra_writes:
+    tested = await hints.hinted(pool, [t])
+    if t.seed is None and t.window is None and not extra_writes and not tested:
         return await frontier.record_fetch(pool, t, lease)  # one statement: one transaction
     async with pool.acquire() as conn, conn.transaction():
         written = await frontier.record_fetch(conn, t, lease)
+        if written and tested:
+            await _test_hints(conn, [t], schedule)
         if t.seed is not None:
             await frontier.seed(conn, [(t.seed, t.record.importance)], t.observation.fetched_at)
         await windows.apply_window_update(conn, t)
@@ -60,6 +83,7 @@ class BatchItem:
     lease: Lease
     extra_writes: Sequence[ExtraWrite] = ()
     release: bool = False  # the host's last fetch of the lease: give the host back with it
+    schedule: SchedulePolicy | None = None  # the policy it was scheduled under (hint tests)
 
     @property
     def batchable(self) -> bool:
@@ -80,11 +104,18 @@ async def write_batch(
     rolls the whole batch back and is raised: nothing of it was written.
     """
     rows = [frontier.record_row(i.t, i.lease, release=i.release) for i in items]
-    if not any(i.extra_writes for i in items):
+    # The fetches whose URLs have hints are tested (issue 38) in the same transaction; a batch
+    # with neither hints nor extra writes stays one statement.
+    tested = await hints.hinted(pool, [i.t for i in items])
+    if not tested and not any(i.extra_writes for i in items):
         written = await frontier.record_fetches(pool, rows)  # one statement: one transaction
     else:
         async with pool.acquire() as conn, conn.transaction():
             written = await frontier.record_fetches(conn, rows)
+            # A fetch retried after a lost acknowledgement is not new: not tested again.
+            await _test_hints(
+                conn, [i.t for i in items if i.t.url_id in tested and written.get(i.t.url_id)],
+                next((i.schedule for i in items if i.schedule is not None), None))
             # An extra write with a ``write_many`` (the collection's rows) writes the whole
             # batch's in one statement; any other runs once per fetch.
             together: dict[Any, list[ExtraWrite]] = {}

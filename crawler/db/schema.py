@@ -207,6 +207,9 @@ urls = Table(
     # last one that brought content, which the change estimator's intervals start from.
     Column("last_attempt_at", DateTime(timezone=True), nullable=True),
     Column("last_outcome", Text, nullable=True),
+    # When no sitemap of its host listed it any more (0033_sitemap_schedule); NULL while one
+    # does, or when none ever did.
+    Column("unlisted_at", DateTime(timezone=True), nullable=True),
     CheckConstraint(
         "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"
     ),
@@ -215,6 +218,8 @@ urls = Table(
     # just fetched is read from the index alone.
     Index("urls_host_next_fetch_idx", "host_id", "next_fetch_at", postgresql_include=["id"]),
     Index("urls_site_idx", "site_id", postgresql_where=text("site_id IS NOT NULL")),
+    # 0033_sitemap_schedule: the few URLs no sitemap lists any more, by host.
+    Index("urls_unlisted_idx", "host_id", postgresql_where=text("unlisted_at IS NOT NULL")),
     # A site's stored window, for the incremental update (crawler.db.windows).
     Index("urls_site_window_idx", "host_id", "site_id", "depth",
           postgresql_where=text("in_window")),
@@ -223,8 +228,8 @@ urls = Table(
 observations = Table(
     "observations",
     metadata,
-    # A surrogate kept from the first schema (0022_observation_key: no longer the key), still
-    # filled from its owned sequence (bigserial), a default reflection reads as autoincrement.
+    # A surrogate, not the key (0022_observation_key), filled from its owned sequence
+    # (bigserial), a default reflection reads as autoincrement.
     Column("id", BigInteger, nullable=False),
     Column("url_id", BigInteger, nullable=False),
     Column("fetched_at", DateTime(timezone=True), nullable=False),  # partition key
@@ -243,11 +248,11 @@ observations = Table(
     Column("truncated", Boolean, nullable=False, server_default=text("false")),
     # 0010_citus: the URL's host_id, in every key (the rows live with their host).
     Column("host_id", BigInteger, nullable=False),
-    # No foreign key to urls (0023_observations_without_url_fk): its check cost a sixth of a
-    # recorded fetch. record_fetches inserts only for a URL row it updated, and crawler remove
-    # deletes a removed URL's observations itself.
+    # No foreign key to urls (0023_observations_without_url_fk): its check, a lookup and lock
+    # of the URL's row per observation, is not needed: record_fetches inserts only for a URL
+    # row it updated, and crawler remove deletes a removed URL's observations itself.
     # The natural key: a retried commit after a lost acknowledgement cannot record a fetch
-    # twice (0022_observation_key; before, a unique index beside a surrogate key).
+    # twice (0022_observation_key).
     PrimaryKeyConstraint("url_id", "fetched_at", "host_id", name="observations_pkey"),
     Index("observations_fetched_at_idx", "fetched_at"),
     # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
@@ -305,7 +310,7 @@ stored_records = Table(
     Column("refers_to", Text, nullable=True),  # a revisit's original: its WARC-Record-ID
     # 0010_citus: the URL's host_id, in every key (the rows live with their host).
     Column("host_id", BigInteger, nullable=False, primary_key=True),
-    # 0017: the record's WARC-Target-URI (a revisit names its original's); NULL before 0017.
+    # 0017: the record's WARC-Target-URI (a revisit names its original's); NULL: not known.
     Column("target_uri", Text, nullable=True),
     # 0028: why the record cannot be read back as indexed (crawler.store.damage); NULL: sound.
     Column("damaged", Text, nullable=True),
@@ -441,8 +446,42 @@ schedule_rules = Table(
     Column("max_interval_seconds", Float, nullable=True),
     Column("windows", Text, nullable=False, server_default=""),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # 0032_rules_for_new_urls: when last set (of the rules matching a URL, the one set last is
+    # in force), the windows as url_bounds.parse_windows' week spans, flattened; and what the
+    # new-URL trigger passes rules over by: the host key of every URL the rule matches (when
+    # one), a pattern's literal prefix.
+    Column("set_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("window_spans", ARRAY(DOUBLE_PRECISION), nullable=True),
+    Column("match_host_id", BigInteger,
+           Computed("CASE kind WHEN 'host'::text THEN crawler_host_id(target) "
+                    "WHEN 'url'::text THEN crawler_url_host_id(target) "
+                    "ELSE crawler_pattern_host_id(target) END", persisted=True),
+           nullable=True),
+    Column("prefix", Text,
+           Computed("CASE WHEN (kind = 'pattern'::text) THEN crawler_pattern_prefix(target) "
+                    "ELSE NULL::text END", persisted=True),
+           nullable=True),
     CheckConstraint("kind IN ('url', 'pattern', 'host')", name="schedule_rules_kind"),
     UniqueConstraint("kind", "target", name="schedule_rules_kind_target_key"),
+)
+
+# `crawler watch --pattern` rules, for the URLs that arrive later (0032_rules_for_new_urls):
+# per pattern and part ('exact': 'true'/'false'; 'watch', 'ignore': a CSS selector, '' for
+# none), the value it set and when; per part, the pattern set last wins.
+watch_rules = Table(
+    "watch_rules",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("pattern", Text, nullable=False),
+    Column("part", Text, nullable=False),
+    Column("value", Text, nullable=False),
+    Column("set_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("match_host_id", BigInteger, Computed("crawler_pattern_host_id(pattern)",
+                                                persisted=True), nullable=True),
+    Column("prefix", Text, Computed("crawler_pattern_prefix(pattern)", persisted=True),
+           nullable=True),
+    CheckConstraint("part IN ('exact', 'watch', 'ignore')", name="watch_rules_part"),
+    UniqueConstraint("pattern", "part", name="watch_rules_pattern_part_key"),
 )
 
 # The plans the planner solved (crawler.core.stored_plan), newest last: what every fetch
@@ -471,6 +510,8 @@ plans = Table(
     Column("achieved_per_day", Float, nullable=True),
     Column("sampled", Integer, nullable=False, server_default="0"),
     Column("population", Float, nullable=False, server_default="0"),
+    # Pages of the sample planned as completely observed (0034); 0: μ solved without them.
+    Column("complete_sampled", Integer, nullable=False, server_default=text("0")),
 )
 
 # Sitemaps and feeds of each host (issue 37, migration 0030): what each file was and listed
@@ -493,6 +534,44 @@ sitemaps = Table(
     Column("error", Text, nullable=True),
     Column("etag", Text, nullable=True),
     Column("last_modified", DateTime(timezone=True), nullable=True),
+    # Read again on a schedule of its own (0033_sitemap_schedule, crawler.daemon.sitemaps):
+    # how it was found (robots, seed, index, page) and where, when it is next read (the
+    # reader's claim walks sitemaps_next_read_idx; lease_epoch fences its write), the listing
+    # last read (digest) and its last change, and the page model's change statistics.
+    Column("source", Text, nullable=True),
+    Column("found_on", Text, nullable=True),
+    Column("next_read_at", DateTime(timezone=True), nullable=True),
+    Column("lease_epoch", BigInteger, nullable=False, server_default=text("0")),
+    Column("answered_at", DateTime(timezone=True), nullable=True),
+    Column("digest", LargeBinary, nullable=True),
+    Column("changed_at", DateTime(timezone=True), nullable=True),
+    Column("dropped", Integer, nullable=False, server_default=text("0")),
+    Column("repaired", Integer, nullable=False, server_default=text("0")),
+    Column("reads", Integer, nullable=False, server_default=text("0")),
+    Column("changes", Integer, nullable=False, server_default=text("0")),
+    Column("consecutive_failures", Integer, nullable=False, server_default=text("0")),
+    Column("changed_intervals_days", ARRAY(DOUBLE_PRECISION), nullable=False,
+           server_default=text("'{}'")),
+    Column("unchanged_days", Float, nullable=False, server_default=text("0")),
+    Column("intervals_observed", Integer, nullable=False, server_default=text("0")),
+    Column("change_rate_per_day", Float, nullable=True),
+    Column("read_rate_per_day", Float, nullable=True),
+    Index("sitemaps_next_read_idx", "next_read_at",
+          postgresql_where=text("next_read_at IS NOT NULL")),
+)
+
+# Which URLs each sitemap lists as last read (0033): ``sitemap_id`` is the file URL's hash
+# (crawler_host_id(url)); keyed by the URL's host. No foreign key (its check cost a third of
+# recording a listing): `crawler remove` deletes a removed URL's rows itself.
+sitemap_urls = Table(
+    "sitemap_urls",
+    metadata,
+    Column("url_id", BigInteger, nullable=False),
+    Column("host_id", BigInteger, nullable=False),
+    Column("sitemap_id", BigInteger, nullable=False),
+    # A sitemap's URLs, and a URL's sitemaps.
+    PrimaryKeyConstraint("host_id", "sitemap_id", "url_id", name="sitemap_urls_pkey"),
+    Index("sitemap_urls_url_idx", "host_id", "url_id"),
 )
 
 # Every date a sitemap or feed claimed for a URL (crawler.core.sitemaps.DateHint), beside the
@@ -507,5 +586,54 @@ url_hints = Table(
     Column("claimed_at", DateTime(timezone=True), primary_key=True),
     Column("source", Text, primary_key=True),
     Column("seen_at", DateTime(timezone=True), nullable=False),
-    CheckConstraint("kind IN ('lastmod', 'updated', 'published')", name="url_hints_kind"),
+    CheckConstraint("kind IN ('lastmod', 'updated', 'published', 'ping')",
+                    name="url_hints_kind"),
+)
+
+# How far each host's hint sources are trusted (issue 38, migration 0034): the tests of
+# crawler.core.hint_trust.HintCounts, their assessment, and (generated) the classification
+# with the "now" rule applied. ``source`` is a url_hints kind.
+hint_trust = Table(
+    "hint_trust",
+    metadata,
+    Column("host_id", BigInteger, ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True,
+           autoincrement=False),
+    Column("source", Text, primary_key=True),
+    Column("hits", BigInteger, nullable=False, server_default=text("0")),
+    Column("false_alarms", BigInteger, nullable=False, server_default=text("0")),
+    Column("misses", BigInteger, nullable=False, server_default=text("0")),
+    Column("quiet", BigInteger, nullable=False, server_default=text("0")),
+    Column("expected_hinted", Float, nullable=False, server_default=text("0")),
+    Column("expected_silent", Float, nullable=False, server_default=text("0")),
+    Column("dates", BigInteger, nullable=False, server_default=text("0")),
+    Column("stamped_now", BigInteger, nullable=False, server_default=text("0")),
+    Column("tested_class", Text, nullable=False, server_default=text("'ignored'")),
+    Column("classification", Text,
+           Computed("CASE WHEN dates >= 4 AND stamped_now >= 0.9 * dates THEN 'ignored' "
+                    "ELSE tested_class END", persisted=True), nullable=True),
+    Column("precision_mean", Float, nullable=False, server_default=text("0.5")),
+    Column("recall_mean", Float, nullable=False, server_default=text("0.5")),
+    Column("false_alarm_mean", Float, nullable=False, server_default=text("0.5")),
+    Column("reason", Text, nullable=True),
+    Column("tested_at", DateTime(timezone=True), nullable=True),
+    Column("dated_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint("tested_class IN ('complete', 'noisy', 'ignored')",
+                    name="hint_trust_tested_class"),
+)
+
+# Per URL with hints (0034): since when its hints are watched, its pending test (the last
+# fetch interval, tested at the next fetch) and the next fetch its own schedule planned.
+url_hint_state = Table(
+    "url_hint_state",
+    metadata,
+    Column("host_id", BigInteger, ForeignKey("hosts.id", ondelete="CASCADE"), primary_key=True,
+           autoincrement=False),
+    Column("url_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("hints_since", DateTime(timezone=True), nullable=False),
+    Column("test_start", DateTime(timezone=True), nullable=True),
+    Column("test_end", DateTime(timezone=True), nullable=True),
+    Column("test_changed", Boolean, nullable=True),
+    Column("test_sources", ARRAY(Text), nullable=True),
+    Column("test_p0", ARRAY(DOUBLE_PRECISION), nullable=True),
+    Column("planned_at", DateTime(timezone=True), nullable=True),
 )

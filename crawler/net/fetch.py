@@ -43,7 +43,7 @@ import aiohttp
 
 from crawler.core import model
 from crawler.core.links import MAX_URL_LENGTH
-from crawler.core.model import FetchResult, UrlRecord
+from crawler.core.model import ErrorKind, FetchResult, UrlRecord, http_error_kind
 from crawler.core.robots import ROBOTS_MAX_BYTES, RobotsFetch, robots_outcome
 from crawler.net.decompress import CappedDecoder, DecodeError, UnsupportedEncoding
 from crawler.net.session import drop_idle, new_session, reused_connection
@@ -88,7 +88,7 @@ class FetchLimits:
 class _Refused(Exception):
     """A URL we will not request; ``kind`` is the error_kind recorded."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: ErrorKind) -> None:
         super().__init__(kind)
         self.kind = kind
 
@@ -139,23 +139,23 @@ def canonical_url(url: str, max_length: int = MAX_URL_LENGTH) -> str:
     address the name denotes. Raises ``_Refused`` for a URL we will not request.
     """
     if len(url) > max_length:
-        raise _Refused("url_too_long")
+        raise _Refused(ErrorKind.URL_TOO_LONG)
     try:
         parts = urlsplit(url)
         host = parts.hostname
         port = parts.port
     except ValueError as exc:
-        raise _Refused("bad_url") from exc
+        raise _Refused(ErrorKind.BAD_URL) from exc
     if parts.scheme not in ("http", "https"):
-        raise _Refused("bad_scheme")
+        raise _Refused(ErrorKind.BAD_SCHEME)
     if not host:
-        raise _Refused("bad_url")
+        raise _Refused(ErrorKind.BAD_URL)
     if ":" in host:
         return url  # an IPv6 literal: already canonical for the address check
     try:
         ipv4 = canonical_ipv4(host)
     except ValueError as exc:
-        raise _Refused("bad_url") from exc
+        raise _Refused(ErrorKind.BAD_URL) from exc
     if ipv4 is None or str(ipv4) == host:
         return url
     netloc = str(ipv4) if port is None else f"{ipv4}:{port}"
@@ -176,7 +176,7 @@ def _client_timeout(limits: FetchLimits) -> aiohttp.ClientTimeout:
 class _Body:
     data: bytes = b""
     truncated: bool = False
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     wire_bytes: int = 0
     wire: bytes | None = None  # the encoded entity, when a Content-Encoding was undone
 
@@ -209,17 +209,18 @@ async def _read_body(response: aiohttp.ClientResponse, cap: int, decode: bool) -
                 if decoder.exceeded:
                     ratio = decoder.size / max(1, body.wire_bytes)
                     body.truncated = True
-                    body.error_kind = "decompression_bomb" if ratio > BOMB_RATIO else "too_large"
+                    body.error_kind = (ErrorKind.DECOMPRESSION_BOMB if ratio > BOMB_RATIO
+                                       else ErrorKind.TOO_LARGE)
                     break
             if body.truncated:
                 break
         if wire_cut:
-            body.truncated, body.error_kind = True, "too_large"
+            body.truncated, body.error_kind = True, ErrorKind.TOO_LARGE
             break
     if decoder is not None and not body.truncated:
         parts.append(decoder.finish())
         if decoder.exceeded:
-            body.truncated, body.error_kind = True, "too_large"
+            body.truncated, body.error_kind = True, ErrorKind.TOO_LARGE
     body.data = b"".join(parts)
     if wire is not None and not body.truncated:
         body.wire = b"".join(wire)
@@ -260,7 +261,8 @@ def sniff_content_type(declared: str | None, body: bytes) -> str | None:
 
 
 # Failures before any response that mean "this kept-alive connection was already dead".
-STALE_CONNECTION_KINDS = frozenset({"server_disconnected", "bad_status_line", "ClientOSError"})
+STALE_CONNECTION_KINDS = frozenset(
+    {ErrorKind.SERVER_DISCONNECTED, ErrorKind.BAD_STATUS_LINE, ErrorKind.CLIENT_OS_ERROR})
 # Error kinds that say nothing about the connection (the response was read to its end).
 _CLEAN_KINDS = ("http_",)
 
@@ -329,41 +331,61 @@ async def _attempt(
     try:
         async with asyncio.timeout_at(deadline):
             return await _follow(session, record, limits, send_validators, state, result)
-    except aiohttp.ConnectionTimeoutError:
-        return result(model.TIMEOUT, error_kind="timeout_connect")
-    except aiohttp.ServerTimeoutError:
-        kind = "timeout_read" if state["phase"] == "body" else "timeout_first_byte"
-        return result(model.TIMEOUT, error_kind=kind)
-    except TimeoutError:
-        return result(model.TIMEOUT, error_kind="timeout_total")
-    except aiohttp.ClientPayloadError:
-        return result(model.NETWORK_ERROR, error_kind="broken_body")
-    except aiohttp.ClientResponseError as exc:
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
+        outcome, kind = failure_of(exc, state["phase"])
+        return result(outcome, error_kind=kind)
+
+
+# Failures no test in ``failure_of`` names, by their exception's class or its nearest base
+# class listed here (``ClientError`` and ``OSError`` end every chain that reaches them).
+_CLASS_KINDS = {kind.value: kind for kind in (
+    ErrorKind.CLIENT_OS_ERROR, ErrorKind.CLIENT_CONNECTION_RESET,
+    ErrorKind.SERVER_CONNECTION_ERROR, ErrorKind.CLIENT_CONNECTION_ERROR, ErrorKind.CLIENT_ERROR,
+    ErrorKind.CONNECTION_RESET, ErrorKind.BROKEN_PIPE, ErrorKind.CONNECTION_ERROR,
+    ErrorKind.OS_ERROR,
+)}
+
+
+def failure_of(exc: BaseException, phase: str) -> tuple[model.Outcome, ErrorKind]:
+    """The outcome and error kind of a request that raised ``exc`` (an ``aiohttp.ClientError``,
+    ``OSError`` or ``ValueError``) in ``phase``: "connect" until the response's headers were
+    read, "body" after. The order of the tests matters: each class is a subclass of a later
+    one."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return model.TIMEOUT, ErrorKind.TIMEOUT_CONNECT
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return model.TIMEOUT, (ErrorKind.TIMEOUT_READ if phase == "body"
+                               else ErrorKind.TIMEOUT_FIRST_BYTE)
+    if isinstance(exc, TimeoutError):
+        return model.TIMEOUT, ErrorKind.TIMEOUT_TOTAL
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return model.NETWORK_ERROR, ErrorKind.BROKEN_BODY
+    if isinstance(exc, aiohttp.ClientResponseError):
         # aiohttp's parser refused what the server sent (no status line, HTTP/0.9, garbage,
         # a bad chunk header). Bytes past Content-Length that arrive with the response are
         # parsed as the next status line and refused the same way.
         message = str(exc.message).lower()
         if "chunk" in message or "payload" in message:
-            return result(model.NETWORK_ERROR, error_kind="broken_body")
-        if "status line" in message or state["phase"] == "connect":
-            return result(model.NETWORK_ERROR, error_kind="bad_status_line")
-        return result(model.NETWORK_ERROR, error_kind="bad_response")
-    except aiohttp.ServerDisconnectedError:
-        return result(model.NETWORK_ERROR, error_kind="server_disconnected")
-    except (aiohttp.ClientSSLError, ssl.SSLError) as exc:
+            return model.NETWORK_ERROR, ErrorKind.BROKEN_BODY
+        if "status line" in message or phase == "connect":
+            return model.NETWORK_ERROR, ErrorKind.BAD_STATUS_LINE
+        return model.NETWORK_ERROR, ErrorKind.BAD_RESPONSE
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return model.NETWORK_ERROR, ErrorKind.SERVER_DISCONNECTED
+    if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
         # Before ValueError: a certificate verification error is one (ssl.CertificateError).
-        return result(model.NETWORK_ERROR, error_kind=tls_error_kind(exc))
-    except (aiohttp.InvalidURL, ValueError):
+        return model.NETWORK_ERROR, tls_error_kind(exc)
+    if isinstance(exc, aiohttp.InvalidURL | ValueError):
         # yarl/aiohttp refused the URL or a header built from it (IDNA, control characters).
-        return result(model.BLOCKED, error_kind="bad_url")
-    except (aiohttp.ClientError, OSError) as exc:
-        if is_address_blocked(exc):
-            return result(model.BLOCKED, error_kind="ssrf")
-        if isinstance(exc, aiohttp.ClientConnectorDNSError):
-            return result(model.NETWORK_ERROR, error_kind="dns")
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return result(model.NETWORK_ERROR, error_kind="connect_failed")
-        return result(model.NETWORK_ERROR, error_kind=type(exc).__name__)
+        return model.BLOCKED, ErrorKind.BAD_URL
+    if is_address_blocked(exc):
+        return model.BLOCKED, ErrorKind.SSRF
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return model.NETWORK_ERROR, ErrorKind.DNS
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return model.NETWORK_ERROR, ErrorKind.CONNECT_FAILED
+    named = (_CLASS_KINDS.get(cls.__name__) for cls in type(exc).__mro__)
+    return model.NETWORK_ERROR, next((k for k in named if k is not None), ErrorKind.OS_ERROR)
 
 
 async def _follow(
@@ -397,18 +419,16 @@ async def _follow(
                     target = urljoin(url, location.strip())
                     scheme = urlsplit(target).scheme
                 except ValueError:
-                    return result(
-                        model.BLOCKED, status=status, error_kind="bad_url"
-                    )
+                    return result(model.BLOCKED, status=status, error_kind=ErrorKind.BAD_URL)
                 if scheme not in ("http", "https"):
                     return result(
-                        model.BLOCKED, status=status, error_kind="bad_redirect_scheme"
+                        model.BLOCKED, status=status, error_kind=ErrorKind.BAD_REDIRECT_SCHEME
                     )
                 if status in PERMANENT_REDIRECTS and url == record.url:
                     state["permanent_target"] = target
                 if target in visited:
                     return result(
-                        model.HTTP_ERROR, status=status, error_kind="redirect_loop"
+                        model.HTTP_ERROR, status=status, error_kind=ErrorKind.REDIRECT_LOOP
                     )
                 state["redirects"].append(await _redirect_exchange(
                     response, url, target, limits, decode=not session.auto_decompress
@@ -417,7 +437,7 @@ async def _follow(
                 continue
             outcome, fields = await _interpret(response, limits, decode=not session.auto_decompress)
             return result(outcome, final_url=url, **fields)
-    return result(model.HTTP_ERROR, error_kind="too_many_redirects")
+    return result(model.HTTP_ERROR, error_kind=ErrorKind.TOO_MANY_REDIRECTS)
 
 
 async def _redirect_exchange(
@@ -456,7 +476,7 @@ async def _interpret(
     if status in (404, 410):
         return model.GONE, fields
     if status >= 300 or status < 200:
-        fields["error_kind"] = f"http_{status}"
+        fields["error_kind"] = http_error_kind(status)
         fields["retry_after_seconds"] = parse_retry_after(
             response.headers.get("Retry-After"), time.time()
         )
@@ -464,10 +484,10 @@ async def _interpret(
     try:
         body = await _read_body(response, limits.max_body_bytes, decode)
     except UnsupportedEncoding:
-        fields["error_kind"] = "unsupported_encoding"
+        fields["error_kind"] = ErrorKind.UNSUPPORTED_ENCODING
         return model.HTTP_ERROR, fields
     except DecodeError:
-        fields["error_kind"] = "bad_encoding"
+        fields["error_kind"] = ErrorKind.BAD_ENCODING
         return model.HTTP_ERROR, fields
     fields.update(
         body=body.data,

@@ -39,10 +39,13 @@ HOST_OWNED = {
     "alerts": "host_id",
     "sitemaps": "host_id",
     "url_hints": "host_id",
+    "sitemap_urls": "host_id",
+    "hint_trust": "host_id",
+    "url_hint_state": "host_id",
 }
 # Small tables every node needs whole (Citus reference tables), or the coordinator alone.
 REFERENCE = {"sites", "planner_state", "plans", "daemons", "alembic_version", "webhooks",
-             "delivery_lease", "schedule_rules", "warc_files"}
+             "delivery_lease", "schedule_rules", "warc_files", "watch_rules"}
 
 # Statements that touch host-owned tables without naming their hosts, and why that is right.
 FLEET_WIDE = {
@@ -86,6 +89,11 @@ FLEET_WIDE = {
     "replay_events": "crawler changes --replay-to-webhook: a time range of every host",
     "failing_now": "crawler status: listing",
     "sites_summary": "crawler sites: per-site counts over the sites' URLs",
+    "claim_due_sitemaps": "the sitemap reader's claim: the next due files fleet-wide by "
+                          "sitemaps_next_read_idx, as claim_due_work walks hosts",
+    "sitemaps_next_due": "the sitemap reader's idle wake: one entry of sitemaps_next_read_idx",
+    "sitemap_host_ids": "crawler sites: the hosts with sitemaps, a listing; their files are "
+                        "then read by host_id (host_sitemaps)",
     "estimate_urls": "planned, never run: the planner's row estimate",
     "estimate_urls_in_state": "planned, never run",
     "estimate_urls_due": "planned, never run",
@@ -170,7 +178,7 @@ def test_every_statement_on_host_owned_tables_names_its_hosts() -> None:
            "seed_hosts_from_staging", "seed_urls_from_staging",
            "upsert_hosts", "insert_urls", "store_robots", "set_host_backoff",
            "refresh_host_due", "reschedule_records", "reschedule_urls", "discover_urls",
-           "out_links", "insert_out_links", "delete_out_links", "site_graph",
+           "out_links", "site_graph",
            "site_members", "apply_window", "last_stored_response", "collection_rows"}
     assert hot <= set(QUERIES)
     assert not hot & set(FLEET_WIDE)

@@ -55,8 +55,8 @@ async def fetch(pool: asyncpg.Pool, url: str, result: FetchResult) -> Transition
     transition written with its collection rows (the change-event outbox), the host given
     back."""
     await pool.execute(QUERIES["recheck_urls"], [url])
-    await frontier.refresh_host_due(pool, [await pool.fetchval(
-        "SELECT host_id FROM urls WHERE url = $1", url)])
+    await frontier.refresh_hosts(pool, {await pool.fetchval(
+        "SELECT host_id FROM urls WHERE url = $1", url)})
     claims = await frontier.claim(pool, "test", max_hosts=1, urls_per_host=100,
                                   lease_seconds=60)
     assert len(claims) == 1
@@ -151,7 +151,7 @@ async def test_seeding_again_makes_a_parked_or_gone_url_due_and_leaves_the_rest(
         # The bulk path (COPY and staging) does the same, and moves the hosts too.
         await pool.execute("UPDATE urls SET next_fetch_at = CASE WHEN url = $1 THEN "
                            "'infinity' ELSE now() + interval '1 day' END", A)
-        await frontier.refresh_host_due(pool, [await pool.fetchval("SELECT id FROM hosts")])
+        await frontier.refresh_hosts(pool, {await pool.fetchval("SELECT id FROM hosts")})
         assert not await pool.fetchval("SELECT next_due_at <= now() FROM hosts")
         many = [f"{ORIGIN}/new{i}" for i in range(frontier.SMALL_SEED)] + [A]
         result = await frontier.seed(pool, [(u, 1.0) for u in many], time.time())

@@ -296,6 +296,9 @@ async def test_a_retried_write_gives_up_once_its_lease_has_run_out(db_url: str) 
 
 
 @pytest.mark.parametrize("writer", ["transaction", "recorder"])
+@pytest.mark.breaks_invariant(
+    "hosts_due", reason="it makes its URL and its host due by hand, in two statements whose now() "
+    "differ")
 async def test_a_written_transition_reads_back_as_the_same_record(
     db_url: str, writer: str
 ) -> None:

@@ -227,6 +227,9 @@ EXPLAINED = {
 
 
 @pytest.mark.parametrize("query", sorted(EXPLAINED))
+@pytest.mark.breaks_invariant(
+    "hosts_due", reason="it spreads the URLs' next fetch times at random by hand (hosts not "
+    "moved) to see the query plans")
 async def test_frontier_queries_use_indexes(db_url: str, query: str, statements: str) -> None:
     conn = await asyncpg.connect(db_url)
     try:

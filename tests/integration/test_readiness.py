@@ -186,7 +186,7 @@ async def test_ready_at_follows_claim_backoff_release_pause_and_reschedule(db_ur
 
         # The planner moves every URL a day later, then refreshes the host.
         await pool.execute("UPDATE urls SET next_fetch_at = now() + interval '1 day'")
-        await frontier.refresh_host_due(pool, [host_id])
+        await frontier.refresh_hosts(pool, {host_id})
         later = await ready_at(pool, host_id)
         assert later is not None and later > now + 86000
         assert await frontier.claim(pool, "other", max_hosts=4, urls_per_host=4,

@@ -21,7 +21,6 @@ from test_frontier import urls_for
 from test_politeness import NullEvents
 
 from crawler.config import default_settings
-from crawler.core.model import replace_record
 from crawler.core.transition import Transition
 from crawler.daemon.config import fetch_limits, worker_config
 from crawler.daemon.recorder import Recorder
@@ -79,6 +78,8 @@ async def test_many_hosts_fetches_commit_in_one_transaction(db_url: str) -> None
         await pool.close()
 
 
+@pytest.mark.breaks_invariant(
+    "index_rows", reason="its index rows name a WARC file that was never written (a.warc.gz)")
 async def test_a_batch_writes_its_collection_rows_in_one_statement(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -313,13 +314,16 @@ def parked(t: Transition) -> Transition:
     )
 
 
+@pytest.mark.breaks_invariant(
+    "urls_scheduled", reason="it records a hand-made transition that parks a URL at +infinity, to "
+    "test the encoding")
 async def test_batched_and_single_records_write_the_same_rows(db_url: str) -> None:
     pool = await asyncpg.create_pool(db_url)
     try:
         single, batched = await claimed(pool, 2)
         t_single = parked(fetched(single))
         other = batched.urls[0]  # the same fetch, of the other host's URL
-        t_batched = dataclasses.replace(t_single, before=other, record=replace_record(
+        t_batched = dataclasses.replace(t_single, before=other, record=dataclasses.replace(
             t_single.record, url_id=other.url_id, url=other.url, host_id=other.host_id))
         assert await frontier.record_fetch(pool, t_single, single.lease)
         assert await Recorder(pool).record(t_batched, batched.lease)
@@ -466,6 +470,9 @@ async def test_a_time_sent_as_microseconds_is_the_time_sent_as_a_datetime(db_url
         await conn.close()
 
 
+@pytest.mark.breaks_invariant(
+    "urls_scheduled", reason="it records a hand-made transition that parks a URL at +infinity, to "
+    "test the encoding")
 async def test_a_parked_url_and_empty_histories_are_recorded_as_such(db_url: str) -> None:
     # next_fetch_at = +inf travels as the largest bigint; an empty history as NULL: both are
     # stored as the URL's row says (infinity, '{}'), and a non-empty history as itself.
@@ -477,9 +484,9 @@ async def test_a_parked_url_and_empty_histories_are_recorded_as_such(db_url: str
         parked, kept = (fetched(c) for c in claims)
         parked = dataclasses.replace(
             parked, schedule=dataclasses.replace(parked.schedule, next_fetch_at=math.inf),
-            record=replace_record(parked.record, change_brackets_days=()))
+            record=dataclasses.replace(parked.record, change_brackets_days=()))
         kept = dataclasses.replace(
-            kept, record=replace_record(kept.record, change_brackets_days=(1.0, 2.5)))
+            kept, record=dataclasses.replace(kept.record, change_brackets_days=(1.0, 2.5)))
         rows = [frontier.record_row(parked, claims[0].lease),
                 frontier.record_row(kept, claims[1].lease)]
         assert rows[0][frontier.RECORD_COLUMNS.index("change_brackets_days")] is None

@@ -26,7 +26,7 @@ from crawler.db import frontier
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
 from crawler.store.collect import Collection
-from crawler.store.threaded import ThreadedStore
+from crawler.store.durable import DurableStore
 from crawler.store.warc import SUFFIX, WarcStore
 
 pytestmark = pytest.mark.timeout(120)
@@ -91,7 +91,7 @@ async def test_every_redirect_hop_is_archived_under_the_uri_that_sent_it(
     warc_dir = tmp_path / "warc"
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
     session = new_session("testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]))
-    store = ThreadedStore(WarcStore(warc_dir, max_bytes=1 << 20, writer_name="t"))
+    store = DurableStore(WarcStore(warc_dir, max_bytes=1 << 20, writer_name="t"))
     config = quick_worker_config("redirect-test", LIMITS, concurrency=2)
     worker = Worker(config, pool, session, NullEvents(),  # type: ignore[arg-type]
                     Collection(store, pool, "testbot/1.0"))

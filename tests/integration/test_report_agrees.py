@@ -148,6 +148,8 @@ HOST_ROW = re.compile(
 )
 
 
+@pytest.mark.breaks_invariant(
+    "hosts_due", reason="it fills the database by hand (hosts inserted with no due time)")
 def test_every_host_figure_matches_the_observations(
     db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -202,6 +204,8 @@ async def seed_clockwork_pages(db_url: str, pages: int) -> None:
         await conn.close()
 
 
+@pytest.mark.breaks_invariant(
+    "hosts_due", reason="it fills the database by hand (hosts inserted with no due time)")
 def test_a_lifetime_fit_the_data_reject_says_so(
     db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

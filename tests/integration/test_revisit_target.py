@@ -29,7 +29,7 @@ from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
 from crawler.store.base import REVISIT, Capture
 from crawler.store.collect import Collection, LastResponse, _write
-from crawler.store.threaded import ThreadedStore
+from crawler.store.durable import DurableStore
 from crawler.store.warc import SUFFIX, WarcStore, warc_date
 
 pytestmark = pytest.mark.timeout(120)
@@ -129,7 +129,7 @@ async def test_a_revisit_after_a_moved_redirect_refers_to_the_uri_stored(
                 await task
                 await asyncio.gather(*worker.host_tasks, return_exceptions=True)
 
-        stores = [ThreadedStore(WarcStore(warc_dir, max_bytes=1 << 20, writer_name=name))
+        stores = [DurableStore(WarcStore(warc_dir, max_bytes=1 << 20, writer_name=name))
                   for name in ("first", "second")]
         try:
             await frontier.seed(pool, [(origin + "/moving", 1.0)], time.time() - 1)

@@ -10,10 +10,10 @@ import pytest
 
 from crawler.config import circuit_breaker, default_settings, schedule_policy, transition_config
 from crawler.core.backoff import CircuitBreaker
+from crawler.core.planning import PlannerInputs
 from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import TransitionConfig
 from crawler.daemon.config import fetch_limits, planner_inputs, worker_config
-from crawler.daemon.planner import PlannerInputs
 from crawler.daemon.worker import WorkerConfig
 from crawler.net.fetch import FetchLimits
 from crawler.settings import Settings

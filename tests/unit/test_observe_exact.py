@@ -3,11 +3,13 @@ and a change of rule compares with the previous version under the new rule."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
 from crawler.core.extract import parse_page
 from crawler.core.fingerprint import hamming_distance, text_hash
-from crawler.core.model import FetchResult, Outcome, UrlRecord, replace_record
+from crawler.core.model import FetchResult, Outcome, UrlRecord
 from crawler.core.observe import needs_baseline, rebased
 from crawler.core.region import Region
 from crawler.core.transition import ChangeKind, HostContext, Transition, transition
@@ -87,7 +89,7 @@ def test_a_url_not_watched_exactly_stores_no_text_hash() -> None:
 
 def test_turning_exact_on_compares_with_the_previous_version_not_nothing() -> None:
     old = step(UrlRecord(1, URL), shop("12.50"), NOW).record
-    watched = replace_record(old, exact=True)
+    watched = replace(old, exact=True)
     assert needs_baseline(watched)  # no text hash to compare with yet
     previous = parse_page(shop("12.50"), "text/html", region=watched.region)
     based = rebased(watched, previous)

@@ -66,7 +66,7 @@ def test_every_metric_is_documented() -> None:
     text = metrics_reference()
     for family in Metrics().registry.collect():
         assert f"`{family.name}" in text, family.name
-    assert "| `crawler_fetches_total` | counter | `outcome`, `status_class` |" in text
+    assert "| `crawler_fetches_total` | counter | `kind`, `outcome`, `status_class` |" in text
     assert "| `crawler_urls` | gauge | `state` |" in text
 
 
