@@ -1605,8 +1605,8 @@ WITH plan AS MATERIALIZED (
     FROM plans ORDER BY version DESC LIMIT 1
 ),
 prior AS MATERIALIZED (
-    SELECT coalesce((SELECT prior_shape FROM plan), (($8::float8[])[1][])[3]) AS shape,
-           coalesce((SELECT prior_rate FROM plan), (($8::float8[])[1][])[4]) AS rate
+    SELECT coalesce((SELECT prior_shape FROM plan), ($8::float8[])[3]) AS shape,
+           coalesce((SELECT prior_rate FROM plan), ($8::float8[])[4]) AS rate
 ),
 given AS MATERIALIZED (
     SELECT u.host_id, u.id AS url_id, t.kind, to_timestamp(t.claimed) AS claimed_at,
@@ -1694,7 +1694,7 @@ decided AS (
             -- Not this time: the page waits for the next announcement, $8[2] of its intervals
             -- at most, and never longer than its longest interval after its last fetch.
             WHEN a.next_fetch_at > to_timestamp($6) THEN to_timestamp(least(
-                $6::float8 + 86400.0 * (($8::float8[])[1][])[2] / a.announced_rate,
+                $6::float8 + 86400.0 * ($8::float8[])[2] / a.announced_rate,
                 extract(epoch FROM a.last_fetched_at)::float8 + a.longest_seconds))
             ELSE a.next_fetch_at END
         WHEN NOT a.hinted_before AND a.update_period_days IS NULL
@@ -2168,8 +2168,8 @@ state AS MATERIALIZED (
 ),
 source AS MATERIALIZED (
     SELECT s.host_id, s.url_id, h.kind AS source,
-           ((($8::float8[])[1][])[3] + count(DISTINCT h.claimed_at) FILTER (WHERE h.claimed_at > s.hints_since))
-            / ((($8::float8[])[1][])[4] + greatest(s.end_s - extract(epoch FROM s.hints_since)::float8, 0.0)
+           (($8::float8[])[3] + count(DISTINCT h.claimed_at) FILTER (WHERE h.claimed_at > s.hints_since))
+            / (($8::float8[])[4] + greatest(s.end_s - extract(epoch FROM s.hints_since)::float8, 0.0)
                / 86400.0) AS announced_rate,
            coalesce(bool_or(h.claimed_at > s.test_start AND h.claimed_at <= s.test_end), false)
                AS announced
@@ -2224,7 +2224,7 @@ complete AS (
 pushed AS (
     UPDATE urls AS u
     SET next_fetch_at = greatest(u.next_fetch_at, to_timestamp(s.end_s + least(
-        86400.0 * (($8::float8[])[1][])[2] / c.rate, coalesce(u.own_max_interval_seconds, ($8::float8[])[1]))))
+        86400.0 * ($8::float8[])[2] / c.rate, coalesce(u.own_max_interval_seconds, ($8::float8[])[1]))))
     FROM complete AS c
     JOIN state AS s ON s.host_id = c.host_id AND s.url_id = c.url_id
     WHERE u.id = c.url_id AND u.host_id = c.host_id AND isfinite(u.next_fetch_at)
