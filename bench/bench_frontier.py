@@ -41,25 +41,24 @@ import numpy as np
 import uvloop
 from scratch import add_database_url, server_url, with_database
 
-from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
 from crawler.core.model import FetchResult, Observation, Outcome, UrlRecord
+from crawler.core.patterns import EVERY_URL
 from crawler.core.planning import PlannerOutcome
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import HostContext, Transition, transition
 from crawler.daemon import heap
-from crawler.daemon.config import planner_inputs
 from crawler.daemon.planner import solve_once
 from crawler.daemon.processes import default_processes
 from crawler.daemon.recorder import Recorder
-from crawler.db import frontier, migrate
+from crawler.db import frontier, migrate, queries
 from crawler.db.planning import planner_pool
-from crawler.db.queries import QUERIES
+from crawler.settings import default_settings
 
-CONFIG = transition_config(
-    default_settings(),
-    schedule_policy(default_settings(), mode="uniform", default_interval_seconds=86400.0),
-    simhash_threshold=6, max_outlinks=100, max_depth=3,
-)
+POLICY = SchedulePolicy(default_settings(
+    schedule="uniform", default_interval=86400.0, simhash_threshold=6, max_outlinks=100,
+    max_depth=3,
+))
 LATENCY_SAMPLES = 1000  # per figure: the p99 is the 10th slowest
 BODY = ("<html><body><p>" + "words of a page " * 30 + "</p></body></html>").encode()
 
@@ -88,8 +87,8 @@ def fetch_maker() -> Callable[[UrlRecord], Transition]:
         if template is None:
             result = FetchResult(now, 0.01, Outcome.OK, status=200, body=BODY,
                                  content_type="text/html")
-            template = transition(record, result, HostContext(HostHealth(), 0.0, now), CONFIG,
-                                  now=now, rng_value=0.5)
+            template = transition(record, result, HostContext(HostHealth(), 0.0, now), POLICY,
+                                  url_filter=EVERY_URL, now=now, rng_value=0.5)
         if observation is None or now - observation_at > 0.001:
             observation = replace(template.observation, fetched_at=now)
             observation_at = now
@@ -110,8 +109,8 @@ def transition_cost(records: list[UrlRecord]) -> float:
         now = time.time()
         result = FetchResult(now, 0.01, Outcome.OK, status=200, body=BODY,
                              content_type="text/html")
-        transition(record, result, HostContext(HostHealth(), 0.0, now), CONFIG, now=now,
-                   rng_value=0.5)
+        transition(record, result, HostContext(HostHealth(), 0.0, now), POLICY,
+                   url_filter=EVERY_URL, now=now, rng_value=0.5)
     return (time.perf_counter() - started) / max(1, len(records))
 
 
@@ -287,9 +286,8 @@ def _planner_child(db_url: str, n_urls: int, walk: bool,
 
         try:
             _, walked = await solve_once(
-                pool, schedule_policy(default_settings()),
-                planner_inputs(default_settings(), budget_per_day=n_urls / 2.0,
-                               concurrency=32, politeness_delay=1.0),
+                pool, SchedulePolicy(default_settings(budget_per_day=n_urls / 2.0,
+                                                      concurrency=32, politeness_delay=1.0)),
                 window_seconds=60.0, round_seconds=0.0, rng=np.random.default_rng(1),
                 on_solved=on_solved,
             )
@@ -384,7 +382,8 @@ async def plan_buffers(pool: asyncpg.Pool, query: str, *args: object) -> int:
         await tx.start()
         try:
             raw = await conn.fetchval(
-                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + QUERIES[query], *args)
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries.statements(conn)[query],
+                *args)
         finally:
             await tx.rollback()
     plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]

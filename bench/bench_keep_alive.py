@@ -26,14 +26,13 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from tls import TestCA, serve, server_context
 
-from crawler.config import default_settings
 from crawler.core.model import UrlRecord
-from crawler.daemon.config import fetch_limits
 from crawler.net.fetch import fetch
 from crawler.net.session import host_session, new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import default_settings
 
-LIMITS = fetch_limits(default_settings(), total_timeout=30.0)
+LIMITS = default_settings(total_timeout=30.0)
 
 
 async def crawl(session: aiohttp.ClientSession, origins: list[str], per_host: int) -> float:

@@ -19,11 +19,13 @@ import uuid
 import asyncpg
 from scratch import add_database_url, server_url, with_database
 
-from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
 from crawler.core.model import FetchResult, Outcome
+from crawler.core.patterns import EVERY_URL
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import HostContext, Transition, transition
 from crawler.db import frontier, migrate
+from crawler.settings import default_settings
 
 BASELINE = """
 WITH observation AS (
@@ -55,10 +57,8 @@ WHERE id = (SELECT host_id FROM url)
 RETURNING (SELECT count(*) FROM observation) AS observations_written
 """
 
-CONFIG = transition_config(
-    default_settings(), schedule_policy(default_settings(), mode="uniform"),
-    simhash_threshold=6, max_outlinks=100, max_depth=3,
-)
+POLICY = SchedulePolicy(default_settings(
+    schedule="uniform", simhash_threshold=6, max_outlinks=100, max_depth=3))
 
 
 def baseline_args(t: Transition) -> list[object]:
@@ -106,8 +106,8 @@ async def main(url: str, n_urls: int) -> None:
                 now = time.time()
                 result = FetchResult(now, 0.05, Outcome.OK, status=200, body=body,
                                      content_type="text/html")
-                t = transition(record, result, HostContext(HostHealth(), 1.0, now), CONFIG,
-                               now=now, rng_value=0.5)
+                t = transition(record, result, HostContext(HostHealth(), 1.0, now), POLICY,
+                               url_filter=EVERY_URL, now=now, rng_value=0.5)
                 started = time.perf_counter()
                 if i % 2 == 0:  # alternate, so that drift in the machine's load hits both
                     await frontier.record_fetch(pool, t, claim.lease)

@@ -34,11 +34,11 @@ from pathlib import Path
 import asyncpg
 from scratch import server_url, with_database
 
-from crawler.cli import read_seed_lines
-from crawler.config import default_settings
+from crawler.commands.seed import read_seed_lines
 from crawler.core.patterns import global_filter, partition
-from crawler.db import frontier, migrate
+from crawler.db import frontier, migrate, queries
 from crawler.db.queries import QUERIES
+from crawler.settings import default_settings
 
 DEFAULT_URL = os.environ.get("CRAWLER_BENCH_DATABASE_URL",
                              "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -84,10 +84,10 @@ async def stages(db_url: str, path: Path) -> None:
             await conn.copy_records_to_table("seed_staging_hosts", records=hosts,
                                              columns=frontier.SEED_HOST_COLUMNS)
             c = time.perf_counter()
-            assert not await conn.fetch(QUERIES["seed_hosts_from_staging"], due)
-            await conn.fetchval(QUERIES["skip_redundant_checks"])  # as frontier._seed_batch
+            assert not await queries.fetch(conn, "seed_hosts_from_staging", due)
+            await queries.fetchval(conn, "skip_redundant_checks")  # as frontier._seed_batch
             d = time.perf_counter()
-            inserted += int(await conn.fetchval(QUERIES["seed_urls_from_staging"], due))
+            inserted += int(await queries.fetchval(conn, "seed_urls_from_staging", due))
             e = time.perf_counter()
             await tx.commit()
             f = time.perf_counter()

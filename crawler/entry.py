@@ -16,6 +16,8 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
+from crawler import __version__
+
 
 def _interrupted_while_starting(signum: int, frame: FrameType | None) -> None:
     """Ctrl-C before the CLI is loaded: nothing has been done yet, so quit without a trace."""
@@ -30,7 +32,7 @@ def prepare(argv: Sequence[str]) -> None:
     lost or fatal, and one that came during start-up stops the daemon as soon as it can. Any
     other command quits quietly on Ctrl-C until the CLI takes over."""
     if list(argv[:1]) == ["run"]:
-        from crawler.daemon.signals import process_shutdown
+        from crawler.daemon.signals import process_shutdown  # heavy: asyncio, for `run` alone
 
         process_shutdown()
     else:
@@ -42,8 +44,6 @@ def version_only(argv: Sequence[str]) -> bool:
     a fifth of a second of imports for one line that needs none of them."""
     if list(argv) != ["--version"]:
         return False
-    from crawler import __version__
-
     print(f"crawler {__version__}")
     return True
 
@@ -53,6 +53,6 @@ def main() -> int:
     if version_only(sys.argv[1:]):
         return 0
     prepare(sys.argv[1:])
-    from crawler.cli import main as cli_main
+    from crawler.cli import main as cli_main  # heavy: the lazy command load, after the handlers
 
     return cli_main()

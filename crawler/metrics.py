@@ -27,7 +27,7 @@ from prometheus_client import (
 )
 
 from crawler import __version__
-from crawler.core.model import SECONDS_PER_DAY, Observation
+from crawler.core.model import SECONDS_PER_DAY, Observation, UrlState
 from crawler.store.health import FAULT_KINDS, STORAGE_ERROR_PREFIX
 
 PREFIX = "crawler"
@@ -306,10 +306,8 @@ class Metrics:
         self, urls_by_state: dict[str, int], due: int, most_overdue_seconds: float,
         hosts_leased: int, due_paused: int = 0,
     ) -> None:
-        from crawler.db.schema import URL_STATES
-
-        for state in URL_STATES:
-            self.urls.labels(state).set(urls_by_state.get(state, 0))
+        for state in UrlState:
+            self.urls.labels(state.value).set(urls_by_state.get(state.value, 0))
         self.urls_due.set(due)
         self.urls_due_paused.set(due_paused)
         self.most_overdue.set(most_overdue_seconds)

@@ -17,6 +17,8 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from crawler.core.links import MAX_URL_LENGTH
+from crawler.core.patterns import PatternError, compile_pattern
+from crawler.core.signing import secret_key
 
 ENV_PREFIX = "CRAWLER_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -54,9 +56,13 @@ def default_data_dir() -> Path:
 
 
 class Settings(BaseSettings):
-    """Runtime configuration. Durations are seconds unless the name says otherwise."""
+    """Runtime configuration. Durations are seconds unless the name says otherwise.
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    Components take this object (never copies of its fields), so that a setting is declared
+    here and read where it is used; frozen, so that every holder sees the same values.
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
     # --- database -------------------------------------------------------------------------
     database_url: str | None = Field(
@@ -176,6 +182,13 @@ class Settings(BaseSettings):
         None,
         description="PEM file of extra trusted CA certificates for https, besides the system's.",
     )
+    accept_language: str | None = Field(
+        None,
+        pattern=r"^[\x20-\x7e]+$",
+        description="Accept-Language header sent with every request (e.g. en-US,en;q=0.8), so "
+        "that a site that picks its language by the header serves the same one on every "
+        "fetch. Unset: none is sent.",
+    )
 
     # --- change detection and scheduling --------------------------------------------------
     simhash_threshold: int = Field(
@@ -192,6 +205,12 @@ class Settings(BaseSettings):
         86400.0, gt=0, description="Longest interval between two reads of a sitemap or feed, "
         "seconds: a file that never changes is still read this often for the URLs it adds "
         "(docs/SITEMAPS.md)."
+    )
+    hints: bool = Field(
+        True, description="Take the dates sitemaps and feeds claim for their pages as evidence "
+        "of changes, trusted per site as far as the fetches confirm them (docs/MODEL.md "
+        "section 9). Off: the dates are not recorded; the files still add and unlist URLs. "
+        "Pings follow CRAWLER_INDEXNOW."
     )
     schedule: Literal["optimal", "uniform"] = Field(
         "optimal",
@@ -351,8 +370,6 @@ class Settings(BaseSettings):
     @classmethod
     def _valid_webhook_secret(cls, secret: str | None) -> str | None:
         if secret is not None:
-            from crawler.core.signing import secret_key
-
             secret_key(secret)  # raises, saying what a secret looks like
         return secret
 
@@ -388,14 +405,19 @@ class Settings(BaseSettings):
 
 
 def _check_patterns(patterns: list[str]) -> list[str]:
-    from crawler.core.patterns import PatternError, compile_pattern
-
     for pattern in patterns:
         try:
             compile_pattern(pattern)
         except PatternError as error:
             raise ValueError(str(error)) from None
     return patterns
+
+
+def default_settings(**overrides: Any) -> Settings:
+    """Settings at their defaults but for ``overrides`` (field names), whatever ``CRAWLER_*``
+    variables are set: for the simulator, tests and benches, which must not depend on the
+    caller's environment. Not validated: an override is trusted as given."""
+    return Settings.model_construct(**overrides)
 
 
 def env_name(field: str) -> str:

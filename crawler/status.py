@@ -9,11 +9,14 @@ import datetime as dt
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from crawler.db.estimates import most_overdue_seconds, urls_due_paused
-from crawler.db.queries import QUERIES
+from crawler.core.patterns import describe
+from crawler.core.region import Region, effective_region
+from crawler.db.connect import connect
+from crawler.db.rules import UrlRegion
+from crawler.db.status import status_rows, url_rows
 
-# The plan's and the frontier's modules load numpy and the core; `crawler status` imports
-# them when it reads a plan or a URL row (commands start fast: tests/unit/test_startup.py).
+# The plan's modules load numpy; `crawler status` imports them when it reads a plan (commands
+# start fast, `crawler status --help` loads no numpy: tests/unit/test_cli_startup_imports.py).
 if TYPE_CHECKING:
     import asyncpg
 
@@ -37,20 +40,9 @@ LISTED = 100
 LIVE_DAEMON_SECONDS = 30.0
 
 
-async def most_overdue_urls(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
-    """The ``limit`` most overdue URLs of hosts not paused: the most overdue URLs of the
-    ``limit`` hosts due longest (by their next_due_at), one indexed read per host, so that
-    no paused host's backlog is walked. (A host whose next_due_at is stale while leased may
-    take a place of one due a little later.)"""
-    found: list[asyncpg.Record] = []
-    for host in await conn.fetch(QUERIES["most_overdue_hosts"], limit):
-        found += await conn.fetch(QUERIES["host_most_overdue_urls"], host["id"], limit)
-    return sorted(found, key=lambda r: r["next_fetch_at"])[:limit]
-
-
 def budget_source(plan: Plan | None) -> str | None:
     """Where the budget in force came from, in words naming the setting."""
-    from crawler.core.stored_plan import BUDGET_FROM_SETTING
+    from crawler.core.stored_plan import BUDGET_FROM_SETTING  # heavy: numpy
 
     if plan is None:
         return None
@@ -69,31 +61,19 @@ def _age(seconds: float) -> str:
 async def collect_status(url: str, limit: int = LISTED, offset: int = 0) -> dict[str, Any]:
     """The summary, and one page of each list (``limit`` rows from ``offset``; the most
     overdue URLs are a ranking: its first ``limit``), with each list's full length."""
-    from crawler.core.stored_plan import plan_from_row
-    from crawler.db.connect import connect as db_connect
+    from crawler.core.stored_plan import plan_from_row  # heavy: numpy
 
-    conn = await db_connect(url)
+    conn = await connect(url)
     try:
-        counts = await conn.fetchrow(QUERIES["status_counts"])
-        states = {r["state"]: r["n"] for r in await conn.fetch(QUERIES["urls_by_state"])}
-        plan_row = await conn.fetchrow(QUERIES["latest_plan"])
-        applying = await conn.fetchrow(QUERIES["daemons_applying_plan"], LIVE_DAEMON_SECONDS)
-        overdue = await most_overdue_urls(conn, limit)
-        paused_due = await urls_due_paused(conn)
-        overdue_seconds = await most_overdue_seconds(conn)
-        # The existing statements take a LIMIT only: the rows before the page are read and
-        # dropped here (a status page, not a scan of the table).
-        backoff = (await conn.fetch(QUERIES["hosts_in_backoff"], offset + limit))[offset:]
-        refused = (await conn.fetch(QUERIES["hosts_refused"], offset + limit))[offset:]
-        paused = (await conn.fetch(QUERIES["hosts_paused"], offset + limit))[offset:]
-        # URLs and hosts failing now (crawler.core.alerts), each listed until it works again.
-        failing_rows = await conn.fetch(QUERIES["failing_now"], offset + limit)
-        totals = await conn.fetchrow(QUERIES["status_host_list_totals"])
-        storage = await conn.fetch(QUERIES["storage_faults"], LIVE_DAEMON_SECONDS)
-        damaged = await conn.fetchval(QUERIES["damaged_records_count"])
+        rows = await status_rows(conn, limit, offset, LIVE_DAEMON_SECONDS)
     finally:
         await conn.close()
-    assert counts is not None and totals is not None
+    counts, states, plan_row, applying = rows.counts, rows.urls_by_state, rows.plan, rows.applying
+    overdue, paused_due, overdue_seconds = (rows.most_overdue, rows.due_paused,
+                                            rows.most_overdue_seconds)
+    backoff, refused, paused = rows.hosts_in_backoff, rows.hosts_refused, rows.hosts_paused
+    failing_rows, totals, storage, damaged = (rows.failing, rows.totals, rows.storage_faults,
+                                              rows.damaged_records)
     plan = None if plan_row is None else plan_from_row(plan_row)
     computed = None if plan_row is None else plan_row["solved_at"]
     budget = None if plan is None else plan.budget_per_day
@@ -289,29 +269,24 @@ URL_FIELDS = (
 
 
 async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | None:
-    from crawler.db.connect import connect as db_connect
-
-    conn = await db_connect(url)
+    conn = await connect(url)
     try:
-        row = await conn.fetchrow(QUERIES["url_row"], page_url)
-        if row is None:
-            return None
-        observations = await conn.fetch(QUERIES["url_observations"], row["id"], limit,
-                                    row["host_id"])
-        failing = await conn.fetch(QUERIES["url_failing"], page_url)
-        hints = await conn.fetch(QUERIES["url_hints_of"], row["id"], row["host_id"], limit)
-        # The newest plan's μ tells whether the URL's own bounds (crawler bound) bind.
-        plan = await conn.fetchrow(QUERIES["latest_plan"])
+        found = await url_rows(conn, page_url, limit)
     finally:
         await conn.close()
+    if found is None:
+        return None
+    row, observations, failing, hints = found.url, found.observations, found.failing, found.hints
+    # The newest plan's μ tells whether the URL's own bounds (crawler bound) bind.
+    plan = found.plan
     shown = {name: _jsonable(row[name]) for name in URL_FIELDS}
     # A URL not fetched since migration 0015: its last content fetch is its last attempt known.
     shown["last_attempt_at"] = _jsonable(row["last_attempt_at"] or row["last_fetched_at"])
     shown["last_simhash"] = _hex64(row["last_simhash"])
-    shown["region"] = region_shown(row)
+    shown["region"] = region_shown(UrlRegion(row["watch_css"], row["ignore_css"],
+                                             row["site_root_url"], row["site_watch_css"],
+                                             row["site_ignore_css"]))
     shown["site_patterns"] = site_patterns_shown(row)
-    from crawler.commands.bound import bounds_shown
-
     shown["schedule_bounds"] = bounds_shown(row, plan)
     shown["observations"] = [
         {**{k: _jsonable(v) for k, v in o.items()}, "simhash": _hex64(o["simhash"])}
@@ -331,23 +306,20 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
 
 
 def _hex64(value: int | None) -> str | None:
-    from crawler.db.frontier import to_unsigned64
+    from crawler.db.frontier import to_unsigned64  # heavy: numpy (the fingerprints)
 
     unsigned = to_unsigned64(value)
     return None if unsigned is None else f"{unsigned:016x}"
 
 
-def region_shown(row: asyncpg.Record) -> str:
+def region_shown(row: UrlRegion) -> str:
     """The watched region in effect (crawler.core.region) and where it comes from."""
-    from crawler.core.region import Region, effective_region
-
-    own = Region(row["watch_css"], row["ignore_css"])
-    region = effective_region(
-        row["watch_css"], row["ignore_css"], row["site_watch_css"], row["site_ignore_css"]
-    )
+    own = Region(row.watch_css, row.ignore_css)
+    region = effective_region(row.watch_css, row.ignore_css, row.site_watch_css,
+                              row.site_ignore_css)
     if region.whole_page:
         return "whole page"
-    source = "the URL's own" if not own.whole_page else f"window of {row['site_root_url']}"
+    source = "the URL's own" if not own.whole_page else f"window of {row.site_root_url}"
     return f"{region.describe()} ({source})"
 
 
@@ -355,8 +327,6 @@ def site_patterns_shown(row: asyncpg.Record) -> str | None:
     """The URL patterns of the URL's window (crawler.core.patterns); None outside a window."""
     if row["site_root_url"] is None:
         return None
-    from crawler.core.patterns import describe
-
     patterns = describe(row["site_include"], row["site_exclude"]) or "none"
     return f"{patterns} (window of {row['site_root_url']})"
 
@@ -371,8 +341,6 @@ def render_url(shown: dict[str, Any]) -> str:
     if shown.get("site_patterns") is not None:
         lines.append(f"{'site_patterns':<24} {shown['site_patterns']}")
     if shown.get("schedule_bounds") is not None:
-        from crawler.commands.bound import bounds_line
-
         lines.append(f"{'schedule_bounds':<24} {bounds_line(shown['schedule_bounds'])}")
     for f in shown.get("failing", ()):
         lines.append(f"{'failing (' + f['scope'] + ')':<24} {f['failures']} failures since "
@@ -393,3 +361,73 @@ def render_url(shown: dict[str, Any]) -> str:
             lines.append(f"{h['claimed_at']:<33} {h['kind']:<10} {h['seen_at']:<33} "
                          f"{h['source']}")
     return "\n".join(lines)
+
+
+# --- a URL's own schedule bounds (crawler bound) ----------------------------------------
+
+
+def rule_shown(min_seconds: float | None, max_seconds: float | None, windows: str) -> str:
+    """A rule in the words of its options."""
+    from crawler.core.url_bounds import duration_shown  # heavy: numpy
+
+    parts = []
+    if max_seconds is not None:
+        parts.append(f"at least every {duration_shown(max_seconds)}")
+    if min_seconds is not None:
+        parts.append(f"at most every {duration_shown(min_seconds)}")
+    if windows:
+        parts.append(f"only in {windows} (UTC)")
+    return ", ".join(parts) or "no bounds"
+
+
+def bounds_shown(row: Any, plan: Any) -> dict[str, Any] | None:
+    """``crawler show``'s account of a URL's own schedule: its rule, the optimum's interval
+    without it (under the newest plan's μ), and which bound is binding; None without a rule.
+
+    ``row``: the URL's row (url_row); ``plan``: the newest plans row or None."""
+    min_seconds = row["own_min_interval_seconds"]
+    max_seconds = row["own_max_interval_seconds"]
+    windows = row["fetch_windows"] or ""
+    if min_seconds is None and max_seconds is None and not windows:
+        return None
+    shown: dict[str, Any] = {
+        "rule": rule_shown(min_seconds, max_seconds, windows),
+        "own_min_interval_seconds": min_seconds,
+        "own_max_interval_seconds": max_seconds,
+        "windows": windows or None,
+        "optimal_interval_seconds": None,
+        "binding": None,
+    }
+    if plan is None or plan["mu"] is None:
+        return shown
+    from crawler.core.estimate import GammaPrior  # heavy: numpy
+    from crawler.core.plan import fetch_rate_for  # heavy: numpy
+    from crawler.core.url_bounds import binding_bound  # heavy: numpy
+
+    rate = row["change_rate_per_day"]
+    if rate is None:
+        rate = GammaPrior(plan["prior_shape"], plan["prior_rate"]).mean_rate_per_day
+    optimal = fetch_rate_for(
+        rate, row["importance"], plan["mu"], plan["objective"],
+        plan["min_interval_seconds"] / 86400.0, plan["max_interval_seconds"] / 86400.0,
+        beta_days=plan["beta_seconds"] / 86400.0,
+    )
+    shown["optimal_interval_seconds"] = 86400.0 / optimal if optimal > 0 else None
+    shown["binding"] = binding_bound(optimal, min_seconds, max_seconds)
+    return shown
+
+
+def bounds_line(shown: dict[str, Any]) -> str:
+    """One line for ``crawler show``: the rule, and whether it or the optimum decides."""
+    from crawler.core.url_bounds import duration_shown  # heavy: numpy
+
+    line = shown["rule"]
+    optimal = shown["optimal_interval_seconds"]
+    if shown["binding"] is None:
+        return f"{line}; no plan yet"
+    if optimal is None:
+        return f"{line}; binding: {shown['binding']}"
+    optimum = f"the optimum alone would fetch every {duration_shown(round(optimal, 1))}"
+    if shown["binding"] == "none":
+        return f"{line}; not binding ({optimum})"
+    return f"{line}; binding: {shown['binding']} ({optimum})"

@@ -6,25 +6,19 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
+from typing import Any
 
 from aiohttp import web
 
-from crawler.config import default_settings, schedule_policy
-from crawler.daemon.config import worker_config
-from crawler.daemon.worker import WorkerConfig
-from crawler.net.fetch import FetchLimits
+from crawler.settings import Settings, default_settings
 
 
-def quick_worker_config(owner: str, limits: FetchLimits, *, concurrency: int) -> WorkerConfig:
-    """The defaults, made quick for a test: an hour's revisit interval, a 60 s lease, a 10 ms
-    politeness delay and a 50 ms idle poll."""
-    return replace(
-        worker_config(default_settings(), owner),
-        concurrency=concurrency, lease_seconds=60.0, poll_interval=0.05, politeness_delay=0.01,
-        limits=limits,
-        schedule=schedule_policy(default_settings(), default_interval_seconds=3600.0),
-    )
+def quick_settings(base: Settings | None = None, **overrides: Any) -> Settings:
+    """``base`` (the defaults if None), made quick for a test: an hour's revisit interval, a
+    60 s lease, a 10 ms politeness delay and a 50 ms idle poll; ``overrides`` name settings."""
+    quick = {"lease_seconds": 60.0, "poll_interval": 0.05, "politeness_delay": 0.01,
+             "default_interval": 3600.0}
+    return (base or default_settings()).model_copy(update={**quick, **overrides})
 
 
 class NullEvents:

@@ -150,6 +150,7 @@ async def assert_index_rows_read_back(
     that wrote it kept it (migration 0031): a file the index names with no such row, or
     whose directory is gone, does not read back. A file another machine wrote is that
     machine's to check, unless its directory is visible here too."""
+    from crawler.db.collection import index_row
     from crawler.store.verify import check_row
 
     conn = await asyncpg.connect(db_url)
@@ -191,7 +192,7 @@ async def assert_index_rows_read_back(
                                f"was moved away (the file had {end} bytes)")
                     continue
         checked += 1
-        damage = check_row(root, row)
+        damage = check_row(root, index_row(row))
         if damage is not None:
             bad.append(damage.message)
     assert not bad, f"{len(bad)} of {len(rows)} index rows do not read back: {bad[:10]}"

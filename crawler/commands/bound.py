@@ -26,18 +26,24 @@ from typing import Any
 
 import asyncpg
 
-from crawler.commands.errors import UserError
-from crawler.commands.options import plain
+from crawler.commands.context import with_conn
+from crawler.commands.options import add_collection_options, plain
+from crawler.commands.windows import site_origin
+from crawler.core.hostid import host_id
+from crawler.core.links import normalize_url
+from crawler.core.patterns import PatternError, compile_pattern
 from crawler.core.url_bounds import (
     BoundError,
-    binding_bound,
     check_bounds,
-    duration_shown,
     next_allowed,
     parse_duration,
     parse_windows,
 )
-from crawler.db.queries import QUERIES
+from crawler.db import rules
+from crawler.db.frontier import refresh_hosts, to_datetime
+from crawler.db.rules import BoundedUrl
+from crawler.errors import UserError
+from crawler.status import rule_shown
 
 
 def duration_option(option: str) -> Any:
@@ -53,30 +59,13 @@ def duration_option(option: str) -> Any:
     return check
 
 
-def rule_shown(min_seconds: float | None, max_seconds: float | None, windows: str) -> str:
-    """A rule in the words of its options."""
-    parts = []
-    if max_seconds is not None:
-        parts.append(f"at least every {duration_shown(max_seconds)}")
-    if min_seconds is not None:
-        parts.append(f"at most every {duration_shown(min_seconds)}")
-    if windows:
-        parts.append(f"only in {windows} (UTC)")
-    return ", ".join(parts) or "no bounds"
-
-
 def _target(args: argparse.Namespace) -> tuple[str, str]:
     """(kind, target) of the command line: a URL, a pattern or a host origin."""
-    from crawler.commands.windows import site_origin
-    from crawler.core.links import normalize_url
-
     given = [k for k, v in (("url", args.url), ("pattern", args.pattern), ("host", args.host))
              if v is not None]
     if len(given) != 1:
         raise UserError("crawler bound: give one of URL, --pattern REGEX or --host ORIGIN")
     if args.pattern is not None:
-        from crawler.core.patterns import PatternError, compile_pattern
-
         try:
             compile_pattern(args.pattern, "--pattern")
         except PatternError as error:
@@ -104,7 +93,7 @@ async def check_pattern(conn: asyncpg.Connection, pattern: str) -> None:
     """Refuse a regular expression PostgreSQL's ``~`` does not take, before a rule holding
     it is stored (every stored pattern is run on every new URL)."""
     try:
-        await conn.fetchval(QUERIES["valid_pattern"], pattern)
+        await rules.check_pattern(conn, pattern)
     except asyncpg.InvalidRegularExpressionError as error:
         raise UserError(f"--pattern {pattern!r}: {error}") from None
 
@@ -112,49 +101,40 @@ async def check_pattern(conn: asyncpg.Connection, pattern: str) -> None:
 async def _apply(
     conn: asyncpg.Connection, kind: str, target: str,
     min_seconds: float | None, max_seconds: float | None, windows: str, clear: bool,
-) -> list[asyncpg.Record]:
+) -> list[BoundedUrl]:
     """Copy the rule onto the matching URLs' rows, due times moved into its bounds and
     windows; the rows, with their new due times. With ``clear``, the URLs it matched take
     the rule now in force for them instead (another that matches them), or none."""
-    from crawler.core.hostid import host_id
-
     bounds = (min_seconds, max_seconds, windows or None)
     if kind == "url":
-        rows = list(await conn.fetch(QUERIES["set_url_bounds"], [target], *bounds))
+        rows = await rules.set_url_bounds(conn, target, *bounds)
     elif kind == "host":
-        rows = list(await conn.fetch(QUERIES["set_host_bounds"], host_id(target), *bounds))
+        rows = await rules.set_host_bounds(conn, host_id(target), *bounds)
     else:
-        rows = list(await conn.fetch(QUERIES["set_pattern_bounds"], target, *bounds))
+        rows = await rules.set_pattern_bounds(conn, target, *bounds)
     if clear and rows:
-        rows = list(await conn.fetch(QUERIES["apply_schedule_rules"], [r["id"] for r in rows],
-                                     [r["host_id"] for r in rows]))
+        rows = await rules.apply_schedule_rules(conn, rows)
     if windows:
         await _into_windows(conn, rows, windows)
     return rows
 
 
-async def _into_windows(conn: asyncpg.Connection, rows: list[asyncpg.Record], windows: str) -> None:
+async def _into_windows(conn: asyncpg.Connection, rows: list[BoundedUrl], windows: str) -> None:
     """Due times outside the windows move to the start of the next one."""
-    from crawler.db.frontier import to_datetime
-
     allowed = parse_windows(windows)
-    moved = [(r["id"], next_allowed(allowed, r["next_fetch_at"]), r["host_id"]) for r in rows
-             if math.isfinite(r["next_fetch_at"])
-             and next_allowed(allowed, r["next_fetch_at"]) != r["next_fetch_at"]]
+    moved = [(r.id, next_allowed(allowed, r.next_fetch_at), r.host_id) for r in rows
+             if math.isfinite(r.next_fetch_at)
+             and next_allowed(allowed, r.next_fetch_at) != r.next_fetch_at]
     if moved:
-        await conn.fetch(QUERIES["move_due_times"], [m[0] for m in moved],
-                         [to_datetime(m[1]) for m in moved], [m[2] for m in moved])
+        await rules.move_due_times(conn, [(i, to_datetime(due), h) for i, due, h in moved])
 
 
 async def _bound(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
-    from crawler.db.frontier import refresh_hosts
-
     if args.list:
-        rules = await conn.fetch(QUERIES["schedule_rules"])
         return "\n".join(
-            f"{r['kind']:<8} {r['target']}: "
-            f"{rule_shown(r['min_interval_seconds'], r['max_interval_seconds'], r['windows'])}"
-            for r in rules
+            f"{r.kind:<8} {r.target}: "
+            f"{rule_shown(r.min_interval_seconds, r.max_interval_seconds, r.windows)}"
+            for r in await rules.schedule_rules(conn)
         ) or "no schedule rules"
     kind, target = _target(args)
     windows = "; ".join(args.window or ())
@@ -177,34 +157,33 @@ async def _bound(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
     # every URL that arrives. sync_new_url_rules then enables that trigger (or disables it
     # with no rule left) and waits for the inserts that ran before the commit, so that the
     # update of the known URLs that follows finds those too.
-    rows: list[asyncpg.Record] = []
-    removed: list[asyncpg.Record] = []
+    rows: list[BoundedUrl] = []
+    removed = False
     async with conn.transaction():
         if kind == "pattern":
             await check_pattern(conn, target)
         if args.clear:
-            removed = await conn.fetch(QUERIES["delete_schedule_rule"], kind, target)
+            removed = await rules.delete_schedule_rule(conn, kind, target)
         else:
-            await conn.fetch(QUERIES["store_schedule_rule"], kind, target, min_seconds,
-                             max_seconds, windows, window_spans(windows))
+            await rules.store_schedule_rule(conn, kind, target, min_seconds, max_seconds,
+                                            windows, window_spans(windows))
         if kind == "url":  # one known URL: its row in the same transaction
             rows = await _apply(conn, *rule)
             if not rows and not (args.clear and removed):
                 raise UserError(f"unknown URL {target}: seed it first (crawler seed URL)")
-    await conn.fetchval(QUERIES["sync_new_url_rules"])
+    await rules.sync_new_url_rules(conn)
     if kind != "url":
         async with conn.transaction():
             rows = await _apply(conn, *rule)
-    await refresh_hosts(conn, {r["host_id"] for r in rows})
+    await refresh_hosts(conn, {r.host_id for r in rows})
     what = rule_shown(min_seconds, max_seconds, windows)
     if args.clear:  # the URLs another rule matches took it
-        ruled = [r for r in rows if r["own_min_interval_seconds"] is not None
-                 or r["own_max_interval_seconds"] is not None or r["fetch_windows"]]
+        ruled = [r for r in rows if r.own_min_interval_seconds is not None
+                 or r.own_max_interval_seconds is not None or r.fetch_windows]
         if kind == "url" and ruled:
             r = ruled[0]
             what = "rule removed; another rule matches it: " + rule_shown(
-                r["own_min_interval_seconds"], r["own_max_interval_seconds"],
-                r["fetch_windows"] or "")
+                r.own_min_interval_seconds, r.own_max_interval_seconds, r.fetch_windows or "")
         elif ruled:
             what += f" ({len(ruled)} of them under another rule that matches them)"
     if kind == "url":
@@ -213,8 +192,6 @@ async def _bound(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawler.commands.collection_args import with_conn
-
     print(with_conn(args, lambda conn: _bound(conn, args)), file=sys.stdout)
     return 0
 
@@ -242,57 +219,5 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                              "08:00-18:00', 'Sat,Sun 10:00-12:00', '22:00-06:00' (repeatable).")
     parser.add_argument("--clear", action="store_true", help="Remove the rule.")
     parser.add_argument("--list", action="store_true", help="List every rule.")
-    from crawler.commands.collection_args import add_options
-
-    add_options(parser)
+    add_collection_options(parser)
     parser.set_defaults(func=run, needs_db="schema")
-
-
-def bounds_shown(row: Any, plan: Any) -> dict[str, Any] | None:
-    """``crawler show``'s account of a URL's own schedule: its rule, the optimum's interval
-    without it (under the newest plan's μ), and which bound is binding; None without a rule.
-
-    ``row``: the URL's row (url_row); ``plan``: the newest plans row or None."""
-    min_seconds = row["own_min_interval_seconds"]
-    max_seconds = row["own_max_interval_seconds"]
-    windows = row["fetch_windows"] or ""
-    if min_seconds is None and max_seconds is None and not windows:
-        return None
-    shown: dict[str, Any] = {
-        "rule": rule_shown(min_seconds, max_seconds, windows),
-        "own_min_interval_seconds": min_seconds,
-        "own_max_interval_seconds": max_seconds,
-        "windows": windows or None,
-        "optimal_interval_seconds": None,
-        "binding": None,
-    }
-    if plan is None or plan["mu"] is None:
-        return shown
-    from crawler.core.estimate import GammaPrior
-    from crawler.core.plan import fetch_rate_for
-
-    rate = row["change_rate_per_day"]
-    if rate is None:
-        rate = GammaPrior(plan["prior_shape"], plan["prior_rate"]).mean_rate_per_day
-    optimal = fetch_rate_for(
-        rate, row["importance"], plan["mu"], plan["objective"],
-        plan["min_interval_seconds"] / 86400.0, plan["max_interval_seconds"] / 86400.0,
-        beta_days=plan["beta_seconds"] / 86400.0,
-    )
-    shown["optimal_interval_seconds"] = 86400.0 / optimal if optimal > 0 else None
-    shown["binding"] = binding_bound(optimal, min_seconds, max_seconds)
-    return shown
-
-
-def bounds_line(shown: dict[str, Any]) -> str:
-    """One line for ``crawler show``: the rule, and whether it or the optimum decides."""
-    line = shown["rule"]
-    optimal = shown["optimal_interval_seconds"]
-    if shown["binding"] is None:
-        return f"{line}; no plan yet"
-    if optimal is None:
-        return f"{line}; binding: {shown['binding']}"
-    optimum = f"the optimum alone would fetch every {duration_shown(round(optimal, 1))}"
-    if shown["binding"] == "none":
-        return f"{line}; not binding ({optimum})"
-    return f"{line}; binding: {shown['binding']} ({optimum})"

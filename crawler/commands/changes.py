@@ -23,10 +23,18 @@ from typing import Any
 
 import asyncpg
 
-from crawler.commands.collection_args import add_options, normalized, settings_of, with_conn
-from crawler.commands.errors import UserError
-from crawler.commands.options import TIME_FORMS, parse_time, plain, positive_int
+from crawler.commands.context import load_settings, normalized, with_conn
+from crawler.commands.hosts import host_origin
+from crawler.commands.options import (
+    TIME_FORMS,
+    add_collection_options,
+    parse_time,
+    plain,
+    positive_int,
+)
 from crawler.core.events import EVENT_KINDS
+from crawler.db.changes import OutboxEvent, changes_page, replay_events
+from crawler.errors import UserError
 
 FOLLOW_POLL_SECONDS = 1.0
 # An event is written after its fetch ends, so one may commit with a fetch time before the
@@ -80,22 +88,18 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--replay-to-webhook", action="store_true",
                         help="Queue the events since --since for CRAWLER_WEBHOOK_URL again "
                         "(a running daemon sends them).")
-    add_options(parser)
+    add_collection_options(parser)
     parser.set_defaults(func=run, needs_db="schema")
 
 
 def _filters(args: argparse.Namespace) -> tuple[str | None, str | None, list[str] | None]:
-    from crawler.commands.hosts import host_origin
-
     url = normalized(args.url) if args.url else None
     host = host_origin(args.host) if args.host else None
     return url, host, args.kind
 
 
-def _event(row: asyncpg.Record) -> dict[str, Any]:
-    payload = row["payload"]
-    data = json.loads(payload) if isinstance(payload, str) else dict(payload)
-    return {"id": row["id"], **data, "delivered": row["delivered_at"] is not None}
+def _event(event: OutboxEvent) -> dict[str, Any]:
+    return {"id": event.id, **event.payload, "delivered": event.delivered}
 
 
 def _line(event: dict[str, Any]) -> str:
@@ -117,18 +121,16 @@ def run(args: argparse.Namespace) -> int:
         return replay(args)
     if args.follow:
         return follow(args)
-    from crawler.db.queries import QUERIES
-
     if args.after is not None:
         since, after_id = args.after
     else:
         since = args.since or dt.datetime.fromtimestamp(0, dt.UTC)
         after_id = -1  # every event fetched at or after ``since``
     url, host, kinds = _filters(args)
-    rows = with_conn(args, lambda conn: conn.fetch(QUERIES["changes_page"], since, after_id,
-                                                   args.limit, url, host, kinds))
+    rows = with_conn(args, lambda conn: changes_page(conn, since, after_id, args.limit, url,
+                                                     host, kinds))
     events = [_event(row) for row in rows]
-    cursor = (encode_cursor(rows[-1]["fetched_at"], rows[-1]["id"]) if rows
+    cursor = (encode_cursor(rows[-1].fetched_at, rows[-1].id) if rows
               else encode_cursor(since, after_id))
     if args.json:
         print(json.dumps({"events": events, "next_cursor": cursor}, indent=2))
@@ -142,7 +144,6 @@ def run(args: argparse.Namespace) -> int:
 def follow(args: argparse.Namespace) -> int:
     """Print events as they commit until Ctrl-C (exit 0): by polling, since an insert into
     the outbox notifies no one."""
-    from crawler.db.queries import QUERIES
 
     url, host, kinds = _filters(args)
     if args.after is not None:
@@ -156,16 +157,15 @@ def follow(args: argparse.Namespace) -> int:
         cursor = (since, after_id)
         printed: dict[int, dt.datetime] = {}  # ids printed within the overlap, by fetch time
         while True:
-            rows = await conn.fetch(QUERIES["changes_page"], cursor[0], cursor[1], args.limit,
-                                    url, host, kinds)
+            rows = await changes_page(conn, cursor[0], cursor[1], args.limit, url, host, kinds)
             for row in rows:
-                if row["id"] in printed:
+                if row.id in printed:
                     continue
-                printed[row["id"]] = row["fetched_at"]
+                printed[row.id] = row.fetched_at
                 event = _event(row)
                 print(json.dumps(event) if args.json else _line(event), flush=True)
             if len(rows) == args.limit:
-                cursor = (rows[-1]["fetched_at"], rows[-1]["id"])
+                cursor = (rows[-1].fetched_at, rows[-1].id)
                 continue  # more are waiting: read on at once
             newest = max(printed.values(), default=cursor[0])
             start = max(cursor[0], newest - dt.timedelta(seconds=FOLLOW_OVERLAP_SECONDS))
@@ -182,26 +182,16 @@ def follow(args: argparse.Namespace) -> int:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from crawler.db.queries import QUERIES
-
     if args.since is None:
         raise UserError("--replay-to-webhook needs --since TIME: the events to send again")
-    target = settings_of(args).webhook_url
+    target = load_settings(args).webhook_url
     if not target:
         raise UserError("--replay-to-webhook sends to CRAWLER_WEBHOOK_URL, which is not set")
     url, host, kinds = _filters(args)
 
-    async def queue(conn: asyncpg.Connection) -> int:
-        async with conn.transaction():
-            # Recorded first, so that a webhook the daemon has not started yet starts now,
-            # and the replayed events are all it gets of the history.
-            await conn.fetchval(QUERIES["webhook_start"], target)
-            count: int = await conn.fetchval(QUERIES["replay_events"], args.since, url, host,
-                                             kinds)
-            return count
-
     started = time.monotonic()
-    count = with_conn(args, queue)
+    count = with_conn(args, lambda conn: replay_events(conn, target, args.since, url, host,
+                                                       kinds))
     print(f"queued {count} events fetched since {args.since.isoformat()} for {target} "
           f"({time.monotonic() - started:.1f} s); a running daemon delivers them")
     return 0

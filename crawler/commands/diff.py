@@ -23,6 +23,12 @@ from crawler.commands.collection_args import (
     stored_versions,
 )
 from crawler.commands.options import TIME_FORMS, parse_time, plain
+from crawler.core.fingerprint import hamming_distance
+from crawler.core.textdiff import page_text, unified_diff, word_changes
+from crawler.errors import DAMAGED
+from crawler.store.base import RESPONSE
+from crawler.store.damage import RecordDamaged
+from crawler.store.index import load_body, payload_version, version_at
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -41,13 +47,6 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawler.commands.errors import DAMAGED
-    from crawler.core.fingerprint import hamming_distance
-    from crawler.core.textdiff import page_text, unified_diff, word_changes
-    from crawler.store.base import RESPONSE
-    from crawler.store.damage import RecordDamaged
-    from crawler.store.index import load_body, payload_version, version_at
-
     url, stored, region = stored_versions(args)
     pages = [v for v in stored if v.status is not None and v.status < 400]
     if args.from_time is None and args.to_time is None:

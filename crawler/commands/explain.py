@@ -21,7 +21,14 @@ from typing import Any
 
 import asyncpg
 
-from crawler.commands.options import plain
+from crawler.commands.context import load_settings, normalized, with_conn
+from crawler.commands.options import add_collection_options, plain
+from crawler.core.explain import HostState, PlanState, SourceEvidence, duration, explain
+from crawler.core.hint_trust import HintCounts
+from crawler.core.schedule import SchedulePolicy
+from crawler.core.stored_plan import applied, plan_from_row
+from crawler.db.frontier import record_from_row
+from crawler.db.status import explain_rows
 
 HINTS_SHOWN = 20
 
@@ -32,9 +39,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("url", metavar="URL")
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
-    from crawler.commands.collection_args import add_options
-
-    add_options(parser)
+    add_collection_options(parser)
     parser.set_defaults(func=run, needs_db="schema")
 
 
@@ -44,24 +49,13 @@ def _finite(value: float | None) -> float | None:
 
 async def gather(conn: asyncpg.Connection, url: str, settings: Any) -> dict[str, Any] | None:
     """The account of ``url`` (crawler.core.explain), None for an unknown URL."""
-    from crawler.config import schedule_policy
-    from crawler.core.explain import HostState, PlanState, SourceEvidence, explain
-    from crawler.core.hint_trust import HintCounts
-    from crawler.core.stored_plan import applied, plan_from_row
-    from crawler.db.frontier import record_from_row
-    from crawler.db.queries import QUERIES
-
-    row = await conn.fetchrow(QUERIES["explain_url"], url)
-    if row is None:
+    found = await explain_rows(conn, url, HINTS_SHOWN)
+    if found is None:
         return None
-    plan_row = await conn.fetchrow(QUERIES["latest_plan"])
+    row, plan_row, hints, sources = found.url, found.plan, found.hints, found.sources
     plan = plan_from_row(plan_row) if plan_row is not None else None
-    policy = applied(schedule_policy(settings), plan)
+    policy = applied(SchedulePolicy(settings), plan)
     record = record_from_row(row)
-    hints = await conn.fetch(QUERIES["url_hints_of"], row["url_id"], row["host_id"],
-                             HINTS_SHOWN)
-    sources = await conn.fetch(QUERIES["explain_hint_sources"], row["url_id"], row["host_id"],
-                               _finite(row["hints_since"]), _finite(row["last_fetched_at"]))
     evidence = [
         SourceEvidence(
             source=s["source"],
@@ -108,8 +102,6 @@ async def gather(conn: asyncpg.Connection, url: str, settings: Any) -> dict[str,
 
 def render(shown: dict[str, Any]) -> str:
     """The account as text: one section per step of the decision."""
-    from crawler.core.explain import duration
-
     lines = [f"{shown['url']}  ({shown['state']}, last fetch {shown['last_fetched_at'] or '-'},"
              f" last attempt {shown['last_attempt_at'] or '-'} {shown['last_outcome'] or ''})",
              ""]
@@ -196,10 +188,8 @@ def render(shown: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawler.commands.collection_args import normalized, settings_of, with_conn
-
     url = normalized(args.url)
-    settings = settings_of(args)
+    settings = load_settings(args)
     shown = with_conn(args, lambda conn: gather(conn, url, settings))
     if shown is None:  # as `crawler show` says it
         print(f"unknown URL: {url}", file=sys.stderr)

@@ -22,17 +22,19 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, Any
 
-from crawler.commands.errors import UserError
+from crawler.commands.context import load_settings, resolve_url
 from crawler.commands.options import DB_OPTIONS, TIME_FORMS, add_common_options, parse_time
-
-QUERY = {"urls": "export_urls", "observations": "export_observations"}
-PREFETCH_ROWS = 2000  # rows per round trip of the cursor
+from crawler.db.connect import connect
+from crawler.db.export import EXPORTS, export_rows, wacz_records
+from crawler.db.frontier import to_iso
+from crawler.errors import UserError
+from crawler.settings import warc_dir
+from crawler.store.wacz import Page, WarcSource, write_wacz
+from crawler.store.warc import OPEN_SUFFIX, complete_prefix, stored_path
 
 
 def _cell(value: Any) -> Any:
     if isinstance(value, dt.datetime):
-        from crawler.db.frontier import to_iso
-
         return to_iso(value)
     if isinstance(value, float) and value != value:  # NaN has no JSON form
         return None
@@ -42,25 +44,20 @@ def _cell(value: Any) -> Any:
 async def stream(url: str, what: str, since: dt.datetime | None, fmt: str, out: IO[str]
                  ) -> int:
     """Write every row as it arrives; returns how many were written."""
-
-    from crawler.db.connect import connect as db_connect
-    from crawler.db.queries import QUERIES
-
-    conn = await db_connect(url)
+    conn = await connect(url)
     written = 0
     try:
-        async with conn.transaction(readonly=True):
-            writer: Any = None
-            async for row in conn.cursor(QUERIES[QUERY[what]], since, prefetch=PREFETCH_ROWS):
-                record = {k: _cell(v) for k, v in row.items()}
-                if fmt == "jsonl":
-                    out.write(json.dumps(record) + "\n")
-                else:
-                    if writer is None:
-                        writer = csv.DictWriter(out, fieldnames=list(record))
-                        writer.writeheader()
-                    writer.writerow({k: "" if v is None else v for k, v in record.items()})
-                written += 1
+        writer: Any = None
+        async for row in export_rows(conn, what, since):
+            record = {k: _cell(v) for k, v in row.items()}
+            if fmt == "jsonl":
+                out.write(json.dumps(record) + "\n")
+            else:
+                if writer is None:
+                    writer = csv.DictWriter(out, fieldnames=list(record))
+                    writer.writeheader()
+                writer.writerow({k: "" if v is None else v for k, v in record.items()})
+            written += 1
     finally:
         await conn.close()
     return written
@@ -70,33 +67,23 @@ async def wacz_contents(url: str, since: dt.datetime | None
                         ) -> tuple[list[str], list[tuple[str, dt.datetime]]]:
     """The WARC files to package (in the order first needed) and the pages: each URL once,
     at its newest capture of a page (a 200, or a 304 standing for one)."""
-    from crawler.db.connect import connect as db_connect
-    from crawler.db.queries import QUERIES
-
-    conn = await db_connect(url)
+    conn = await connect(url)
     files: dict[str, None] = {}
     pages: dict[str, dt.datetime] = {}
     try:
-        async with conn.transaction(readonly=True):
-            async for row in conn.cursor(QUERIES["export_wacz_records"], since,
-                                         prefetch=PREFETCH_ROWS):
-                if row["original_file"] is not None:
-                    files.setdefault(row["original_file"])
-                files.setdefault(row["warc_file"])
-                status = row["status"]
-                if status is not None and (200 <= status < 300 or status == 304):
-                    pages[row["url"]] = row["fetched_at"]
+        async for record in wacz_records(conn, since):
+            if record.original_file is not None:
+                files.setdefault(record.original_file)
+            files.setdefault(record.warc_file)
+            status = record.status
+            if status is not None and (200 <= status < 300 or status == 304):
+                pages[record.url] = record.fetched_at
     finally:
         await conn.close()
     return list(files), sorted(pages.items())
 
 
 def export_wacz(args: argparse.Namespace, url: str) -> int:
-    from crawler.cli import load_settings
-    from crawler.settings import warc_dir
-    from crawler.store.wacz import Page, WarcSource, write_wacz
-    from crawler.store.warc import OPEN_SUFFIX, complete_prefix, stored_path
-
     if args.out is None:
         raise UserError("export wacz writes a ZIP file: give --out FILE.wacz")
     root = warc_dir(load_settings(args))
@@ -127,8 +114,6 @@ def export_wacz(args: argparse.Namespace, url: str) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from crawler.cli import load_settings, resolve_url
-
     since = args.since
     url = resolve_url(load_settings(args))
     if args.what == "wacz":
@@ -154,7 +139,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     text = ("Stream URLs or observations as JSON lines or CSV, in constant memory; or "
             "package the collection as a WACZ file that ReplayWeb.page and pywb open.")
     parser = subparsers.add_parser("export", help=text, description=text)
-    parser.add_argument("what", choices=[*sorted(QUERY), "wacz"], help="What to export.")
+    parser.add_argument("what", choices=[*sorted(EXPORTS), "wacz"], help="What to export.")
     parser.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
                         help="JSON lines or CSV with a header row (default jsonl).")
     parser.add_argument("--since", metavar="TIME", type=parse_time,

@@ -18,7 +18,11 @@ from crawler.commands.collection_args import (
     store_root,
     stored_versions,
 )
+from crawler.commands.context import with_conn
 from crawler.commands.options import TIME_FORMS, parse_time, plain
+from crawler.errors import DAMAGED
+from crawler.store.damage import MISSING, RecordDamaged
+from crawler.store.index import elsewhere, load_body, version_at
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -48,10 +52,6 @@ def status_line(status: int | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawler.commands.errors import DAMAGED
-    from crawler.store.damage import MISSING, RecordDamaged
-    from crawler.store.index import load_body, version_at
-
     url, stored, region = stored_versions(args)
     version = version_at(stored, args.at)
     if version is None:
@@ -63,9 +63,6 @@ def run(args: argparse.Namespace) -> int:
     except RecordDamaged as exc:
         message = exc.message
         if exc.kind == MISSING:  # in a fleet, maybe another machine's file: say which
-            from crawler.commands.collection_args import with_conn
-            from crawler.store.index import elsewhere
-
             root, file = store_root(args), exc.file
             message = with_conn(args, lambda conn: elsewhere(conn, root, file)) or message
         print(f"crawler get: {url} at {version.fetched_at.isoformat()}: {message}",

@@ -7,11 +7,14 @@ frontier, due as before, and `crawler status` lists it.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
-from crawler.commands.errors import UserError
+from crawler.commands.context import with_conn
 from crawler.commands.options import add_common_options
+from crawler.core.links import normalize_url
+from crawler.db.admin import set_host_paused
+from crawler.db.frontier import origin_of
+from crawler.errors import UserError
 
 # Where the known hosts are (status only counts them): the URLs, each with its origin.
 KNOWN_HOSTS = "crawler export urls --format csv lists every known URL with its origin"
@@ -19,32 +22,15 @@ KNOWN_HOSTS = "crawler export urls --format csv lists every known URL with its o
 
 def host_origin(text: str) -> str:
     """The origin (scheme://host[:port]) a user's spelling of a host names."""
-    from crawler.core.links import normalize_url
-    from crawler.db.frontier import origin_of
-
     normalized = normalize_url(text.strip() if "://" in text else f"http://{text.strip()}/")
     if normalized is None:
         raise UserError(f"--host {text!r} is not an origin such as https://example.org")
     return origin_of(normalized)
 
 
-async def set_paused(url: str, origin: str, paused: bool) -> bool:
-
-    from crawler.db.connect import connect as db_connect
-    from crawler.db.queries import QUERIES
-
-    conn = await db_connect(url)
-    try:
-        return await conn.fetchval(QUERIES["set_host_paused"], origin, paused) is not None
-    finally:
-        await conn.close()
-
-
 def _run(args: argparse.Namespace, paused: bool) -> int:
-    from crawler.cli import load_settings, resolve_url
-
     origin = host_origin(args.host)
-    if not asyncio.run(set_paused(resolve_url(load_settings(args)), origin, paused)):
+    if not with_conn(args, lambda conn: set_host_paused(conn, origin, paused)):
         raise UserError(f"unknown host {origin}: seed one of its URLs first; {KNOWN_HOSTS}")
     said = "paused: none of its URLs is fetched until crawler resume --host" if paused \
         else "resumed"

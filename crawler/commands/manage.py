@@ -16,14 +16,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from crawler.commands.errors import PARTIAL, UserError
-from crawler.commands.hosts import KNOWN_HOSTS
+import asyncpg
+
+from crawler.commands.context import load_settings, plural, resolve_url, with_conn
+from crawler.commands.hosts import KNOWN_HOSTS, host_origin
 from crawler.commands.options import add_common_options
+from crawler.core.links import normalize_url
+from crawler.db.admin import (
+    lock_host,
+    remove_host,
+    remove_host_urls,
+    remove_url_history,
+    remove_urls,
+    set_importance,
+)
+from crawler.db.connect import connect
+from crawler.db.hints import refresh_due
+from crawler.errors import PARTIAL, UserError
 
 
 def _normalized(text: str, where: str) -> str:
-    from crawler.core.links import normalize_url
-
     url = normalize_url(text.strip())
     if url is None:
         raise UserError(f"{where}: malformed URL {text.strip()!r}")
@@ -85,25 +97,9 @@ def read_weights(args: argparse.Namespace) -> list[tuple[str, float]]:
     return pairs
 
 
-async def _set_importance(url: str, pairs: Sequence[tuple[str, float]]) -> set[str]:
-
-    from crawler.db.connect import connect as db_connect
-    from crawler.db.queries import QUERIES
-
-    conn = await db_connect(url)
-    try:
-        rows = await conn.fetch(QUERIES["set_importance"], [u for u, _ in pairs],
-                                [w for _, w in pairs])
-    finally:
-        await conn.close()
-    return {r["url"] for r in rows}
-
-
 def cmd_importance(args: argparse.Namespace) -> int:
-    from crawler.cli import load_settings, plural, resolve_url
-
     pairs = read_weights(args)
-    found = asyncio.run(_set_importance(resolve_url(load_settings(args)), pairs))
+    found = with_conn(args, lambda conn: set_importance(conn, pairs))
     unknown = sorted({u for u, _ in pairs} - found)
     for url in unknown[:10]:
         print(f"unknown URL (not seeded): {url}", file=sys.stderr)
@@ -113,71 +109,38 @@ def cmd_importance(args: argparse.Namespace) -> int:
 
 
 async def _remove(url: str, urls: list[str], host: str | None, confirm: Any) -> int:
-
-    from crawler.db.connect import connect as db_connect
-    from crawler.db.queries import QUERIES
-
-    conn = await db_connect(url)
+    conn = await connect(url)
     try:
-        removed = 0
-        hosts: set[int] = set()
-        async with conn.transaction():
-            if urls:
-                rows = await conn.fetch(QUERIES["remove_urls"], urls)
-                await _remove_observations(conn, rows)
-                removed += len(rows)
-                hosts.update(r["host_id"] for r in rows)
-            if host is not None:
-                host_id = await conn.fetchval(QUERIES["lock_host"], host)
-                if host_id is None:
-                    raise UserError(f"unknown host {host}; {KNOWN_HOSTS}")
-                rows = await conn.fetch(QUERIES["remove_host_urls"], host_id)
-                if not confirm(host, len(rows)):
-                    raise UserError(f"nothing removed: host {host} kept", PARTIAL)
-                await _remove_observations(conn, rows)
-                await conn.execute(QUERIES["remove_host"], host_id)
-                removed += len(rows)
-        await _refresh_due(conn, hosts)
-        return removed
+        return await _remove_on(conn, urls, host, confirm)
     finally:
         await conn.close()
 
 
-async def _remove_observations(conn: Any, rows: list[Any]) -> None:
-    """The observations, sitemap date hints, sitemap listings and hint state of the URLs just
-    removed (``rows``: their id and host_id), which no foreign key cascades to (migrations
-    0023, 0030, 0033, 0034)."""
-    if rows:
-        from crawler.db.queries import QUERIES
-
-        for name in ("remove_observations", "remove_url_hints", "remove_sitemap_urls",
-                     "remove_url_hint_state"):
-            await conn.execute(QUERIES[name], [r["id"] for r in rows],
-                               [r["host_id"] for r in rows])
-
-
-# Rounds for the hosts a daemon's write held locked at the first try.
-REFRESH_ATTEMPTS = 5
-
-
-async def _refresh_due(conn: Any, hosts: set[int]) -> None:
-    """Recompute the due time of hosts that lost URLs, after the removal committed: a host left
-    with no URL is never ready again, so no daemon contacts it. A host a daemon's write holds
-    locked for a moment is tried again; one still busy after that gets its due time from the
-    daemon's own release of it."""
-    from crawler.db.frontier import refresh_hosts
-
-    for attempt in range(REFRESH_ATTEMPTS):
-        await refresh_hosts(conn, hosts)
-        if not hosts:
-            return
-        await asyncio.sleep(0.05 * (attempt + 1))
+async def _remove_on(conn: asyncpg.Connection, urls: list[str], host: str | None,
+                     confirm: Any) -> int:
+    removed = 0
+    hosts: set[int] = set()
+    async with conn.transaction():
+        if urls:
+            gone = await remove_urls(conn, urls)
+            await remove_url_history(conn, gone)
+            removed += len(gone)
+            hosts.update(r.host_id for r in gone)
+        if host is not None:
+            host_id = await lock_host(conn, host)
+            if host_id is None:
+                raise UserError(f"unknown host {host}; {KNOWN_HOSTS}")
+            gone = await remove_host_urls(conn, host_id)
+            if not confirm(host, len(gone)):
+                raise UserError(f"nothing removed: host {host} kept", PARTIAL)
+            await remove_url_history(conn, gone)
+            await remove_host(conn, host_id)
+            removed += len(gone)
+    await refresh_due(conn, hosts)
+    return removed
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    from crawler.cli import load_settings, plural, resolve_url
-    from crawler.commands.hosts import host_origin
-
     urls = [_normalized(u, "argument URL") for u in args.urls]
     if args.file:
         urls += [_normalized(line, f"{args.file}:{n}") for n, line in _lines(args.file)]

@@ -6,11 +6,16 @@ import argparse
 import datetime as dt
 import math
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from crawler.settings import Settings, env_name
 
 DB_OPTIONS = ("database_url", "data_dir")
+# The commands that read the collection: its database and its WARC files.
+COLLECTION_OPTIONS = ("database_url", "data_dir", "warc_dir")
+# `run` and `demo`: every setting (logging's options are every command's).
+DAEMON_OPTIONS = tuple(f for f in Settings.model_fields if f not in ("log_level", "log_json"))
 
 
 def _whole(text: str) -> int:
@@ -88,7 +93,7 @@ def parse_time(text: str, now: dt.datetime | None = None) -> dt.datetime:
         except ValueError:
             pass  # not a number (or NaN): another form
         if _DURATION.fullmatch(value):
-            from crawler.core.capacity import parse_duration_days
+            from crawler.core.capacity import parse_duration_days  # heavy: numpy
 
             days = parse_duration_days(value)
             return (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=days)
@@ -125,3 +130,20 @@ def add_common_options(parser: argparse.ArgumentParser, settings: tuple[str, ...
         add_setting(parser, field)
     parser.add_argument("--log-json", dest="log_json", action="store_const", const=True,
                         default=None, help=f"JSON-lines logs [env {env_name('log_json')}]")
+
+
+def add_command(subparsers: argparse._SubParsersAction[Any], name: str,
+                func: Callable[[argparse.Namespace], int], help: str,
+                settings: Sequence[str] = DB_OPTIONS) -> argparse.ArgumentParser:
+    """A command whose help is its description, with the options of ``settings`` and of
+    logging; it needs the database at the schema's revision unless it says otherwise."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=help)
+    add_common_options(parser, tuple(settings))
+    parser.set_defaults(func=func, needs_db="schema")
+    return parser
+
+
+def add_collection_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the commands that read the collection (no logging options)."""
+    for field in COLLECTION_OPTIONS:
+        add_setting(parser, field)

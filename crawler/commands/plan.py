@@ -16,9 +16,14 @@ from typing import Any
 
 import asyncpg
 
+from crawler.commands.context import load_settings, resolve_url
+from crawler.commands.options import add_common_options
+from crawler.commands.report import resolve_database_url
 from crawler.core import capacity
 from crawler.core.lifetime_fit import PageObservation, fit_lifetimes
 from crawler.core.model import SECONDS_PER_DAY
+from crawler.db.connect import _run_blocking
+from crawler.report.data import load_url_histories, page_observations
 
 
 def load_observation_spans_from_db(database_url: str | None) -> list[PageObservation]:
@@ -35,10 +40,6 @@ def load_observation_spans_from_db(database_url: str | None) -> list[PageObserva
     happened since the previous one: pages that change faster than they are fetched are
     undercounted, and the fit then finds lifetimes longer than they are.
     """
-    from crawler.commands.report import resolve_database_url
-    from crawler.db.connect import _run_blocking
-    from crawler.report.data import load_url_histories, page_observations
-
     histories = _run_blocking(load_url_histories(resolve_database_url(database_url)))
     return page_observations(histories)
 
@@ -102,8 +103,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="mean page size: 12KB (KB = 1000 bytes, KiB = 1024)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    from crawler.commands.options import add_common_options
-
     add_common_options(parser)  # the database of --from-db, as every command names it
     parser.set_defaults(check=_check)
     parser.set_defaults(func=run)
@@ -190,8 +189,6 @@ def run(args: argparse.Namespace) -> int:
     fit_note: dict[str, Any] = {}
     if args.from_db:
         try:
-            from crawler.cli import load_settings, resolve_url
-
             observations = load_observation_spans_from_db(resolve_url(load_settings(args)))
         except (OSError, asyncpg.PostgresError) as error:
             print(f"crawler plan: cannot read the database: {error}", file=sys.stderr)

@@ -15,9 +15,20 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from crawler.commands.errors import PARTIAL, UserError
-from crawler.commands.hosts import KNOWN_HOSTS
+from crawler.commands.context import load_settings, plural, resolve_url
+from crawler.commands.hosts import KNOWN_HOSTS, host_origin
+from crawler.commands.manage import _lines, _normalized
 from crawler.commands.options import add_common_options
+from crawler.db.admin import (
+    host_parked_urls,
+    recheck_host_urls,
+    recheck_urls,
+)
+from crawler.db.connect import connect
+from crawler.db.frontier import origin_of
+from crawler.db.hints import refresh_due
+from crawler.db.hostlease import known_host
+from crawler.errors import PARTIAL, UserError
 
 # Unknown URLs named one by one on stderr, at most this many (the count says the rest).
 UNKNOWN_SHOWN = 10
@@ -38,49 +49,37 @@ async def recheck(
 ) -> Rechecked:
     """Make ``urls`` and every URL of ``origin`` due now, then recompute their hosts' due
     times. Raises ``UserError`` for an unknown host."""
-    from crawler.commands.manage import _refresh_due
-    from crawler.db.connect import connect as db_connect
-    from crawler.db.queries import QUERIES
-
-    conn = await db_connect(database_url)
+    conn = await connect(database_url)
     try:
         host_id = None
         if origin is not None:  # an unknown host is refused before anything moves
-            host_id = await conn.fetchval(QUERIES["host_id_of"], origin)
+            host_id = await known_host(conn, origin)
             if host_id is None:
                 raise UserError(f"unknown host {origin}: seed one of its URLs first; "
                                 f"{KNOWN_HOSTS}")
         hosts: set[int] = set()
         found: set[str] = set()
         if urls:
-            rows = await conn.fetch(QUERIES["recheck_urls"], urls)
-            found.update(r["url"] for r in rows)
-            hosts.update(r["host_id"] for r in rows)
+            made_due = await recheck_urls(conn, urls)
+            found.update(url for url, _ in made_due)
+            hosts.update(host for _, host in made_due)
         due, parked = len(found), 0
         if host_id is not None:
             # A URL named and of the host is counted once: the host's count covers it.
-            due += int(await conn.fetchval(QUERIES["recheck_host_urls"], host_id))
-            due -= sum(1 for r in found if _origin(r) == origin)
-            parked = int(await conn.fetchval(QUERIES["host_parked_urls"], host_id))
+            due += await recheck_host_urls(conn, host_id)
+            due -= sum(1 for r in found if origin_of(r) == origin)
+            parked = await host_parked_urls(conn, host_id)
             hosts.add(host_id)
         # After the URLs' update committed: a daemon releasing a host meanwhile then sees them.
-        await _refresh_due(conn, hosts)
+        await refresh_due(conn, hosts)
     finally:
         await conn.close()
     return Rechecked(due, sorted(set(urls) - found), parked)
 
 
-def _origin(url: str) -> str:
-    from crawler.db.frontier import origin_of
-
-    return origin_of(url)
-
-
 def read_urls(args: argparse.Namespace) -> list[str]:
     """The normalised URLs of the arguments and of ``--file`` (one a line, '#' comments); a
     malformed one is refused with where it was."""
-    from crawler.commands.manage import _lines, _normalized
-
     urls = [_normalized(u, "argument URL") for u in args.urls]
     if args.file:
         urls += [_normalized(line, f"{args.file}:{n}") for n, line in _lines(args.file)]
@@ -89,17 +88,12 @@ def read_urls(args: argparse.Namespace) -> list[str]:
 
 def summary(done: Rechecked) -> str:
     """The one line a recheck prints."""
-    from crawler.cli import plural
-
     parked = (f", {done.parked} left to their page window" if done.parked else "")
     return (f"made {plural(done.due, 'URL')} due now ({len(done.unknown)} unknown{parked}); "
             "each is fetched once its host's politeness delay allows")
 
 
 def cmd_recheck(args: argparse.Namespace) -> int:
-    from crawler.cli import load_settings, resolve_url
-    from crawler.commands.hosts import host_origin
-
     urls = read_urls(args)
     origin = host_origin(args.host) if args.host else None
     if not urls and origin is None:

@@ -16,7 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+
+from crawler.commands.context import load_settings, resolve_url, unwritable
+from crawler.commands.options import add_common_options
 from crawler.core import capacity
+from crawler.db.connect import database_url as settings_database_url
+from crawler.errors import UserError
+from crawler.report.data import load_report_data
 from crawler.settings import Settings
 
 
@@ -36,30 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beta", type=_duration, default=1.0,
                         help="grace period β with a unit: 1d, 1w, 6h (bare number: days; "
                              "default 1d)")
-    from crawler.commands.options import add_common_options
-
     add_common_options(parser)
     parser.set_defaults(func=run, needs_db="schema", check=check_arguments)
 
 
-def writable_directory(out: Path) -> str | None:
-    """Why ``out`` cannot take the report, or None when it can (checked before any work)."""
-    import tempfile
-
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".crawler-report-"):
-            pass
-    except OSError as error:
-        return error.strerror or str(error)
-    return None
-
-
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse an unwritable --out before touching the database (one line, exit 2)."""
-    from crawler.commands.errors import UserError
-
-    problem = writable_directory(args.out)
+    problem = unwritable(args.out)
     if problem is not None:
         raise UserError(f"report: cannot write to {args.out}: {problem}; choose another --out")
 
@@ -79,28 +69,21 @@ def resolve_database_url(database_url: str | None) -> str:
     """The given URL, else the settings' (CRAWLER_DATABASE_URL or the embedded server)."""
     if database_url:
         return database_url
-    from crawler.db.connect import database_url as settings_database_url
-
     return settings_database_url(Settings.model_validate({}))
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the report; 2 on a usage problem, 1 when the database cannot be read."""
-    import asyncpg
-
-    from crawler.report.data import load_report_data
-    from crawler.report.html import write_report
+    from crawler.report.html import write_report  # heavy: matplotlib
 
     if not 0.0 < args.alpha < 1.0:
         print("crawler report: --alpha must be between 0 and 1", file=sys.stderr)
         return 2
-    problem = writable_directory(args.out)
+    problem = unwritable(args.out)
     if problem is not None:
         print(f"crawler report: cannot write to {args.out}: {problem}; choose another --out",
               file=sys.stderr)
         return 2
-    from crawler.cli import load_settings, resolve_url
-
     url = resolve_url(load_settings(args))
     try:
         data = asyncio.run(load_report_data(url, datetime.now(UTC)))

@@ -62,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--hints",
+        # Not `hints`: that name is the daemon's setting, and load_settings reads every
+        # argument named like a setting.
+        dest="hint_sources",
         type=_hint_spec,
         action="append",
         default=[],
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     if args.policy != "all":
         names = [args.policy]
     else:
-        names = list(HINT_POLICIES) if args.hints else list(POLICIES)
+        names = list(HINT_POLICIES) if args.hint_sources else list(POLICIES)
     population = build_population(args.population, args.pages, args.days, args.seed)
     budget_per_day = args.pages / args.mean_interval
     results: list[SimulationResult] = []
@@ -118,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             beta_days=args.beta_days,
             seed=args.seed,
             last_modified_share=args.last_modified_share,
-            hints=args.hints,
+            hints=args.hint_sources,
         )
         results.append(result)
         if args.json:
@@ -127,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"population {args.population}: {args.pages} pages, {args.days:g} days "
             f"(warm-up {args.warmup_days:g}), one fetch per page per {args.mean_interval:g} days"
-            + (f"; hints {', '.join(spec.label for spec in args.hints)}" if args.hints else "")
+            + (f"; hints {', '.join(s.label for s in args.hint_sources)}"
+               if args.hint_sources else "")
         )
         print(_table(results))
     return 0

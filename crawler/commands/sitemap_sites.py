@@ -4,47 +4,11 @@ at its last change, with the site's URLs no sitemap lists any more."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
-
-from crawler.db.queries import QUERIES
 
 # The columns `crawler sites` prints for each file, in order.
 COLUMNS = ("url", "kind", "source", "read_at", "status", "listed", "added", "dropped",
            "changed_at", "next_read_at", "problem")
-
-
-def _iso(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return None if value.year in (1, 9999) else value.isoformat(timespec="seconds")
-    return value
-
-
-async def sitemap_sites(conn: Any) -> list[dict[str, Any]]:
-    """One entry per host with sitemaps: its origin, its unlisted URLs, its files."""
-    hosts = [r["host_id"] for r in await conn.fetch(QUERIES["sitemap_host_ids"])]
-    if not hosts:
-        return []
-    unlisted = {r["host_id"]: r["unlisted"]
-                for r in await conn.fetch(QUERIES["unlisted_counts"], hosts)}
-    from crawler.core.hostid import host_id
-
-    sites: dict[str, dict[str, Any]] = {}
-    for r in await conn.fetch(QUERIES["host_sitemaps"], hosts):
-        site = sites.setdefault(r["origin"], {
-            "origin": r["origin"], "unlisted": unlisted.get(host_id(r["origin"]), 0),
-            "sitemaps": []})
-        site["sitemaps"].append({
-            "url": r["url"], "kind": r["kind"], "source": r["source"],
-            "found_on": r["found_on"], "robots_origin": r["robots_origin"],
-            "depth": r["depth"], "read_at": _iso(r["read_at"]), "status": r["status"],
-            "listed": r["listed"], "added": r["added"], "dropped": r["dropped"],
-            "rejected": r["rejected"], "changed_at": _iso(r["changed_at"]),
-            "next_read_at": _iso(r["next_read_at"]), "reads": r["reads"],
-            "changes": r["changes"], "change_rate_per_day": r["change_rate_per_day"],
-            "cut": r["cut"], "error": r["error"], "repaired": r["repaired"],
-        })
-    return list(sites.values())
 
 
 def problem(sitemap: dict[str, Any]) -> str | None:

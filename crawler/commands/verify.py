@@ -14,8 +14,11 @@ import argparse
 import sys
 from typing import Any
 
-from crawler.commands.collection_args import add_options, store_root, with_conn
-from crawler.commands.options import plain
+from crawler.commands.collection_args import store_root
+from crawler.commands.context import with_conn
+from crawler.commands.options import add_collection_options, plain
+from crawler.errors import DAMAGED
+from crawler.store.verify import verify_collection
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -27,14 +30,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="Mark damaged records so that their URLs are stored in full again.")
     parser.add_argument("--file", default=None, metavar="NAME",
                         help="Only the records of this WARC file (its name in the directory).")
-    add_options(parser)
+    add_collection_options(parser)
     parser.set_defaults(func=run, needs_db="schema")
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawler.commands.errors import DAMAGED
-    from crawler.store.verify import verify_collection
-
     root = store_root(args)
 
     def report(line: str) -> None:

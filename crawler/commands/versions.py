@@ -14,6 +14,9 @@ from typing import Any
 
 from crawler.commands.collection_args import add_url_command, store_root, stored_versions
 from crawler.commands.options import plain
+from crawler.errors import DAMAGED
+from crawler.store.damage import RecordDamaged
+from crawler.store.index import verify_version
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -27,10 +30,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawler.commands.errors import DAMAGED
-    from crawler.store.damage import RecordDamaged
-    from crawler.store.index import verify_version
-
     url, stored, _ = stored_versions(args)
     if not stored:
         print(f"no stored versions of {url}", file=sys.stderr)

@@ -25,10 +25,15 @@ from typing import Any
 
 import asyncpg
 
-from crawler.commands.errors import UserError
-from crawler.commands.options import plain
+from crawler.commands.bound import check_pattern
+from crawler.commands.context import with_conn
+from crawler.commands.options import add_collection_options, plain
+from crawler.commands.windows import resolve_site
+from crawler.core.links import normalize_url
+from crawler.core.patterns import PatternError, compile_pattern
 from crawler.core.region import Region, SelectorError, checked_selector
-from crawler.db.queries import QUERIES
+from crawler.db import rules
+from crawler.errors import UserError
 from crawler.status import region_shown
 
 
@@ -81,16 +86,16 @@ async def store_exact(
 ) -> None:
     """Store exactness on ``urls`` (or, with ``window``, on the site rooted at ``urls[0]``)."""
     if window:
-        await conn.fetch(QUERIES["set_site_exact"], urls[0], exact)
+        await rules.set_site_exact(conn, urls[0], exact)
     else:
-        await conn.fetch(QUERIES["set_url_exact"], list(urls), exact)
+        await rules.set_url_exact(conn, urls, exact)
 
 
 async def _url_rule(conn: asyncpg.Connection, url: str) -> str:
-    row = await conn.fetchrow(QUERIES["url_exact"], url)
-    if row is None or not (row["watch_exact"] or row["site_watch_exact"]):
+    exact = await rules.url_exact(conn, url)
+    if exact is None or not any(exact):
         return rule_shown(False)
-    return rule_shown(True, "the URL's own" if row["watch_exact"] else "its window's")
+    return rule_shown(True, "the URL's own" if exact[0] else "its window's")
 
 
 def _pattern_parts(args: argparse.Namespace) -> dict[str, str]:
@@ -111,8 +116,6 @@ def _pattern_parts(args: argparse.Namespace) -> dict[str, str]:
 async def _watch_pattern(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
     """``--pattern``: the rule set on every known URL the regular expression matches, and
     stored for those that arrive later."""
-    from crawler.core.patterns import PatternError, compile_pattern
-
     try:
         compile_pattern(args.url, "--pattern")
     except PatternError as error:
@@ -122,23 +125,20 @@ async def _watch_pattern(conn: asyncpg.Connection, args: argparse.Namespace) -> 
     if not (wanted(args) or args.clear or args.exact is not None):
         raise UserError("--pattern: give what to set (--exact, --no-exact, --watch, "
                         "--ignore or --clear)")
-    from crawler.commands.bound import check_pattern
-
     # Stored for the URLs that arrive later (the trigger of migration 0032), committed before
     # the known URLs are updated, as crawler bound does.
     parts = _pattern_parts(args)
     async with conn.transaction():
         await check_pattern(conn, args.url)
-        await conn.fetch(QUERIES["store_watch_rule"], args.url, list(parts), list(parts.values()))
-        await conn.fetch(QUERIES["prune_watch_rules"])
-    await conn.fetchval(QUERIES["sync_new_url_rules"])
-    done = await conn.fetch(QUERIES["set_pattern_rule"], args.url, args.exact, args.watch,
-                            args.ignore, args.clear)
+        await rules.store_watch_rule(conn, args.url, parts)
+    await rules.sync_new_url_rules(conn)
+    done = await rules.set_pattern_rule(conn, args.url, args.exact, args.watch, args.ignore,
+                                        args.clear)
     what = [] if args.exact is None else [rule_shown(args.exact)]
     if wanted(args) or args.clear:
         what.append("region " + Region(args.watch or None, args.ignore or None).describe())
     # Quoted as typed: repr would double every backslash of the expression.
-    return f"{len(done)} URLs matching '{args.url}': {'; '.join(what)}"
+    return f"{done} URLs matching '{args.url}': {'; '.join(what)}"
 
 
 async def store_region(
@@ -147,11 +147,8 @@ async def store_region(
     """Store ``region`` on ``urls`` (or, with ``window``, on the site rooted at ``urls[0]``);
     how many rows took it."""
     if window:
-        done = await conn.fetch(QUERIES["set_site_region"], urls[0], region.watch, region.ignore)
-    else:
-        done = await conn.fetch(QUERIES["set_url_region"], list(urls), region.watch,
-                                region.ignore)
-    return len(done)
+        return await rules.set_site_region(conn, urls[0], region.watch, region.ignore)
+    return await rules.set_url_region(conn, urls, region.watch, region.ignore)
 
 
 def _merged(old: Region, args: argparse.Namespace) -> Region:
@@ -163,41 +160,37 @@ def _merged(old: Region, args: argparse.Namespace) -> Region:
 
 
 async def _watch(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
-    from crawler.commands.windows import resolve_site
-    from crawler.core.links import normalize_url
-
     if args.pattern:
         return await _watch_pattern(conn, args)
     url = normalize_url(args.url)
     if url is None:
         raise UserError(f"{args.url!r} is not a URL (crawler watch URL)")
-    row = await conn.fetchrow(QUERIES["url_region"], url)
+    row = await rules.url_region(conn, url)
     if args.window:
         root = await resolve_site(conn, url, f"watch --window: the site of {url}")
-        site = await conn.fetchrow(QUERIES["url_region"], root)
-        old = Region(site["site_watch_css"], site["site_ignore_css"]) if site else Region()
+        site = await rules.url_region(conn, root)
+        old = Region(site.site_watch_css, site.site_ignore_css) if site else Region()
         region = old
         if wanted(args) or args.clear:
             region = _merged(old, args)
             await store_region(conn, [root], region, window=True)
         if args.exact is not None:
             await store_exact(conn, [root], args.exact, window=True)
-        exact = bool(await conn.fetchval(QUERIES["site_exact"], root))
+        exact = await rules.site_exact(conn, root)
         return f"window of {root}: {region.describe()}; {rule_shown(exact)}"
     if row is None:
         raise UserError(f"unknown URL {url}: seed it first (crawler seed URL)")
     if wanted(args) or args.clear:
-        region = _merged(Region(row["watch_css"], row["ignore_css"]), args)
+        region = _merged(Region(row.watch_css, row.ignore_css), args)
         await store_region(conn, [url], region, window=False)
-        row = await conn.fetchrow(QUERIES["url_region"], url)
+        row = await rules.url_region(conn, url)
+        assert row is not None  # a URL removed meanwhile: as if it had no region
     if args.exact is not None:
         await store_exact(conn, [url], args.exact, window=False)
     return f"{url}: {region_shown(row)}; {await _url_rule(conn, url)}"
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawler.commands.collection_args import with_conn
-
     print(with_conn(args, lambda conn: _watch(conn, args)), file=sys.stdout)
     return 0
 
@@ -219,9 +212,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--window", action="store_true",
                         help="Set the region of the URL's windowed site (every page of the "
                              "window without a region of its own).")
-    from crawler.commands.collection_args import add_options
-
-    add_options(parser)
+    add_collection_options(parser)
     parser.set_defaults(func=run, needs_db="schema")
 
 

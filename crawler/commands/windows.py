@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import asyncpg
 
-from crawler.commands.errors import UserError
 from crawler.core.links import normalize_url
+from crawler.core.patterns import describe
 from crawler.db.frontier import origin_of
-from crawler.db.queries import QUERIES
+from crawler.db.windows import (
+    WindowedSite,
+    recompute_window,
+    register_site,
+    set_site_patterns,
+    windowed_sites,
+)
+from crawler.errors import UserError
 
 
 def site_origin(text: str) -> str | None:
@@ -25,25 +32,24 @@ async def resolve_site(conn: asyncpg.Connection, text: str, named: str | None = 
 
     ``named``: how the error names ``text`` (default ``--site 'TEXT'``, the option that gave
     it; `watch --window` has no --site)."""
-    sites = await conn.fetch(QUERIES["list_sites"])
+    sites = await windowed_sites(conn)
     origin = site_origin(text)
     for site in sites:
-        if origin is not None and origin_of(site["root_url"]) == origin:
-            return str(site["root_url"])
-    known = ", ".join(origin_of(s["root_url"]) for s in sites) or "none (seed one with --window)"
+        if origin is not None and origin_of(site.root_url) == origin:
+            return site.root_url
+    known = ", ".join(origin_of(s.root_url) for s in sites) or "none (seed one with --window)"
     what = "not a site URL" if origin is None else "not a windowed site"
     named = f"--site {text!r}" if named is None else named
     raise UserError(f"{named} is {what}; known sites: {known}")
 
 
-async def window_of_origin(conn: asyncpg.Connection, root_url: str) -> asyncpg.Record | None:
+async def window_of_origin(conn: asyncpg.Connection, root_url: str) -> WindowedSite | None:
     """The existing window of ``root_url``'s site; refuses a second root on one origin."""
     origin = origin_of(root_url)
-    existing = [s for s in await conn.fetch(QUERIES["list_sites"])
-                if origin_of(s["root_url"]) == origin]
-    if existing and existing[0]["root_url"] != root_url:
+    existing = [s for s in await windowed_sites(conn) if origin_of(s.root_url) == origin]
+    if existing and existing[0].root_url != root_url:
         raise UserError(f"site {origin} already has a window rooted at "
-                        f"{existing[0]['root_url']}; a site has one window: seed that root "
+                        f"{existing[0].root_url}; a site has one window: seed that root "
                         "with --window N to resize it")
     return existing[0] if existing else None
 
@@ -58,8 +64,6 @@ async def register_window(conn: asyncpg.Connection, root_url: str, size: int,
     (include, exclude), when given, replace the site's own URL patterns in that transaction,
     before its root can be fetched: no link escapes them.
     """
-    from crawler.db.windows import recompute_window, register_site, set_site_patterns
-
     origin = origin_of(root_url)
     existing = await window_of_origin(conn, root_url)
     async with conn.transaction():
@@ -68,7 +72,7 @@ async def register_window(conn: asyncpg.Connection, root_url: str, size: int,
             await set_site_patterns(conn, site_id, *patterns)
         if existing is None:
             return f"site {origin}: window of {size} pages rooted at {root_url}"
-        old = int(existing["window_size"])
+        old = existing.window_size
         if old == size:
             return f"site {origin}: window of {size} pages rooted at {root_url} (unchanged)"
         changed = await recompute_window(conn, site_id, now)
@@ -78,8 +82,6 @@ async def register_window(conn: asyncpg.Connection, root_url: str, size: int,
 
 def describe_patterns(include: list[str], exclude: list[str]) -> str:
     """A site's own patterns in one cell: ``+INCLUDE ... -EXCLUDE ...`` ('-' when none)."""
-    from crawler.core.patterns import describe
-
     return describe(include, exclude) or "-"
 
 

@@ -15,9 +15,13 @@ None of this is a change of content: the worker records these fetches as errors 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from crawler.core import model
 from crawler.core.model import FetchResult
+
+if TYPE_CHECKING:  # the core reads the settings it is handed, never the environment
+    from crawler.settings import Settings
 
 SUCCESS = "success"  # the host answered sensibly (2xx, 3xx, 304, 4xx other than 429)
 FAILURE = "failure"  # the host is struggling: count it
@@ -34,46 +38,38 @@ class HostHealth:
     backoff_until: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CircuitBreaker:
-    """Backoff parameters; the state lives in ``HostHealth``. No defaults: built from the
-    settings by ``crawler.config.circuit_breaker``."""
+def is_open(health: HostHealth, now: float) -> bool:
+    """Whether the host must not be contacted yet."""
+    return health.backoff_until is not None and now < health.backoff_until
 
-    base_seconds: float
-    cap_seconds: float
-    failure_threshold: int
-    open_seconds: float
 
-    def is_open(self, health: HostHealth, now: float) -> bool:
-        """Whether the host must not be contacted yet."""
-        return health.backoff_until is not None and now < health.backoff_until
-
-    def after(
-        self,
-        health: HostHealth,
-        verdict: str,
-        now: float,
-        *,
-        retry_after_seconds: float | None,
-        rng_value: float,
-    ) -> HostHealth:
-        """The host's health after one request whose ``host_verdict`` is ``verdict``."""
-        if verdict == SUCCESS:
-            return HostHealth()
-        if verdict == NEUTRAL:
-            return health
-        failures = health.consecutive_failures + 1
-        until = host_backoff_until(
-            now,
-            failures,
-            retry_after_seconds,
-            rng_value=rng_value,
-            cap_seconds=self.cap_seconds,
-            base_seconds=self.base_seconds,
-            failure_threshold=self.failure_threshold,
-            open_seconds=self.open_seconds,
-        )
-        return HostHealth(consecutive_failures=failures, backoff_until=until)
+def health_after(
+    health: HostHealth,
+    verdict: str,
+    now: float,
+    settings: Settings,
+    *,
+    retry_after_seconds: float | None,
+    rng_value: float,
+) -> HostHealth:
+    """The host's health after one request whose ``host_verdict`` is ``verdict``, under the
+    settings' backoff and circuit breaker."""
+    if verdict == SUCCESS:
+        return HostHealth()
+    if verdict == NEUTRAL:
+        return health
+    failures = health.consecutive_failures + 1
+    until = host_backoff_until(
+        now,
+        failures,
+        retry_after_seconds,
+        rng_value=rng_value,
+        cap_seconds=settings.backoff_cap_seconds,
+        base_seconds=settings.backoff_base_seconds,
+        failure_threshold=settings.breaker_failure_threshold,
+        open_seconds=settings.breaker_open_seconds,
+    )
+    return HostHealth(consecutive_failures=failures, backoff_until=until)
 
 
 def host_verdict(result: FetchResult) -> str:

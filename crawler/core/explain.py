@@ -137,16 +137,17 @@ def _normal(
     expected: float | None = within_own_schedule(
         record, last_attempt_at, Schedule(last_attempt_at + interval)).next_fetch_at
     clock = timing_model(record, policy)
-    if policy.mode == "uniform" or policy.mu is None:
+    if policy.settings.schedule == "uniform" or policy.mu is None:
         reason = (f"the uniform interval {duration(interval)}"
-                  + (" (no plan solved yet)" if policy.mode == "optimal" else ""))
+                  + (" (no plan solved yet)" if policy.settings.schedule == "optimal" else ""))
         binding = "uniform interval"
     else:
         lam = record.change_rate_per_day or 0.0
-        free = fetch_rate_for(lam, record.importance, policy.mu, policy.objective,
-                              0.0, math.inf, beta_days=policy.beta_seconds / SECONDS_PER_DAY)
+        settings = policy.settings
+        free = fetch_rate_for(lam, record.importance, policy.mu, settings.objective,
+                              0.0, math.inf, beta_days=settings.beta_seconds / SECONDS_PER_DAY)
         reason = (f"the optimum for λ = {lam:.4g}/day, importance {record.importance:g} and "
-                  f"μ = {policy.mu:.4g} ({policy.objective}): a fetch every "
+                  f"μ = {policy.mu:.4g} ({policy.settings.objective}): a fetch every "
                   f"{duration(interval)}")
         binding = "none"
         free_interval = SECONDS_PER_DAY / free if free > 0 else math.inf

@@ -145,7 +145,8 @@ def solve_sample_observed(
     shortest, longest = interval_bounds_days(
         policy, size, sample.own_min_seconds, sample.own_max_seconds
     )
-    objective: ObservedObjective = "harmonic" if policy.objective == "harmonic" else "freshness"
+    objective: ObservedObjective = (
+        "harmonic" if policy.settings.objective == "harmonic" else "freshness")
     return solve_observed(
         change_rates,
         sample.importance,

@@ -25,6 +25,9 @@ from crawler.core.model import SECONDS_PER_DAY, UrlRecord
 MAX_EVIDENCE_PAIRS = 16
 # Fewer fetches with a date than this say too little about the server to trust it.
 MIN_EVIDENCE_PAIRS = 4
+# The statistics started again: one shared value (immutable), as most servers send no date and
+# every fetch of their pages comes here.
+_NO_DATES = LastModifiedHistory()
 
 
 def observe_last_modified(
@@ -41,10 +44,10 @@ def observe_last_modified(
     saw no change, or it did not move though the simhash saw one.
     """
     if last_modified is None:
-        return LastModifiedHistory(), ()
+        return _NO_DATES, ()
     previous = record.last_modified
     if previous is not None and changed != (last_modified > previous):
-        return LastModifiedHistory(), ()
+        return _NO_DATES, ()
     evidence = (
         *record.last_modified_evidence_days,
         last_modified / SECONDS_PER_DAY,

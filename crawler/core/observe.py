@@ -12,8 +12,10 @@ watched exactly) is re-taken from the stored previous version before the compari
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 from crawler.core.estimate import dated_change_days
 from crawler.core.extract import ParsedPage, parse_page
@@ -34,6 +36,11 @@ from crawler.core.model import (
 from crawler.core.periodic import PeriodicModel, detect_period_from_intervals
 from crawler.core.region import Region
 
+if TYPE_CHECKING:  # checked field by field, as dataclasses.replace is
+    from dataclasses import replace as replace_record
+else:
+    from crawler.core.model import replace_record
+
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 MAX_CHANGE_BRACKETS = 64
 MIN_CHANGES_FOR_PERIOD = 8
@@ -43,9 +50,16 @@ DATED_BRACKET_DAYS = 60.0 / SECONDS_PER_DAY
 def is_html(content_type: str | None, body: bytes) -> bool:
     """HTML by header, or sniffed when the header is missing."""
     if content_type:
-        return content_type.split(";", 1)[0].strip().lower() in HTML_TYPES
+        return _is_html_type(content_type)
     head = body[:512].lstrip().lower()
     return head.startswith((b"<!doctype html", b"<html"))
+
+
+@functools.lru_cache(maxsize=256)
+def _is_html_type(content_type: str) -> bool:
+    """Whether a Content-Type names HTML: asked twice a fetch (parse and observe), of a few
+    distinct headers (remembered: the split and lower cost more than the lookup)."""
+    return content_type.split(";", 1)[0].strip().lower() in HTML_TYPES
 
 
 def parse_result(
@@ -191,7 +205,7 @@ def rebased(record: UrlRecord, previous: ParsedPage) -> UrlRecord:
     """``record`` with the fingerprint of its previous version (``previous``, parsed under
     ``record.region`` from the stored body whose hash is ``last_content_hash``) in place of
     the one stored under the old rule."""
-    return replace(
+    return replace_record(
         record,
         last_simhash=previous.simhash,
         last_text_hash=text_hash(previous.raw_text) if record.exact else None,
@@ -203,7 +217,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
     """The URL's state after this fetch (schedule aside)."""
     if obs.outcome == DISALLOWED:
         # Not requested, but a fetch of the URL all the same: counted, nothing else changes.
-        return replace(
+        return replace_record(
             record, state=UrlState.DISALLOWED, fetch_count=record.fetch_count + 1
         )
     if obs.outcome == REDIRECT:
@@ -257,7 +271,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
                 brackets = (*brackets, start_days, end_days)[-2 * MAX_CHANGE_BRACKETS :]
                 if _period_test_due(record.change_count + 1):
                     periodic = detect_update_clock(brackets)
-    return replace(
+    return replace_record(
         record,
         state=UrlState.ACTIVE,
         last_fetched_at=obs.fetched_at,
@@ -286,7 +300,7 @@ def _without_content(
 ) -> UrlRecord:
     """The URL after a fetch that brought no content: counted, its status kept, its history
     untouched."""
-    return replace(
+    return replace_record(
         record,
         state=state,
         last_status=obs.status,

@@ -80,6 +80,10 @@ def global_filter(include: Sequence[str], exclude: Sequence[str]) -> UrlFilter:
                       exclude_label="CRAWLER_EXCLUDE")
 
 
+# No patterns: every URL passes (the simulator's, whose pages link nowhere).
+EVERY_URL = global_filter((), ())
+
+
 def site_filter(include: Sequence[str], exclude: Sequence[str]) -> UrlFilter:
     """The filter of a windowed site's ``--include`` / ``--exclude`` patterns."""
     return url_filter(include, exclude, include_label="--include", exclude_label="--exclude")

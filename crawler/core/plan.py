@@ -19,6 +19,11 @@ from numpy.typing import ArrayLike, NDArray
 
 from crawler.core.periodic import PeriodicModel, next_update_after
 
+try:
+    from crawler.core import _speedups
+except ImportError:  # built without a C compiler: the Python versions give the same results
+    _speedups = None  # type: ignore[assignment]
+
 FloatArray = NDArray[np.float64]
 Objective = Literal["freshness", "beta_currency", "harmonic", "age"]
 OBJECTIVES: tuple[Objective, ...] = ("freshness", "beta_currency", "harmonic", "age")
@@ -259,7 +264,15 @@ def fetch_rate_for(
     *,
     beta_days: float = DEFAULT_BETA_DAYS,
 ) -> float:
-    """One URL's fetch rate from the stored μ: what the daemon computes after each fetch."""
+    """One URL's fetch rate from the stored μ: what the daemon computes after each fetch.
+
+    In C when ``crawler.core._speedups`` is built (the same arithmetic, to the bit), but for
+    the "age" objective, which is solved in numpy."""
+    if _speedups is not None and objective != "age":
+        return _speedups.fetch_rate(
+            change_rate_per_day, weight, mu, objective, min_interval_days, max_interval_days,
+            beta_days, _NEWTON_STEPS,
+        )
     rate = _scalar_unbounded_rate(change_rate_per_day, weight, mu, objective, beta_days)
     low = 1.0 / max_interval_days if max_interval_days > 0.0 else math.inf
     high = 1.0 / min_interval_days if min_interval_days > 0.0 else math.inf

@@ -31,18 +31,6 @@ MIN_URLS_FOR_HOST_PRIOR = 50
 
 
 @dataclass(frozen=True, slots=True)
-class PlannerInputs:
-    """The settings a planning round reads (built by ``crawler.daemon.config``)."""
-
-    budget_per_day: float | None
-    concurrency: int
-    politeness_delay: float
-    default_interval_seconds: float
-    sample_urls: int
-    heartbeat_seconds: float
-
-
-@dataclass(frozen=True, slots=True)
 class PlannerOutcome:
     """What a round this daemon solved came to: for the metrics and the log."""
 
@@ -91,7 +79,7 @@ def uniform_estimates(
     )
     uniform = 1.0 / np.clip(uniform_interval_seconds(policy) / SECONDS_PER_DAY, shortest, longest)
     return collection_estimates(
-        rates, uniform, sample.importance, policy.beta_seconds / SECONDS_PER_DAY
+        rates, uniform, sample.importance, policy.settings.beta_seconds / SECONDS_PER_DAY
     )
 
 
@@ -154,8 +142,8 @@ def solve_sample(
         rates,
         sample.importance,
         budget_per_day * fraction,
-        objective=policy.objective,
-        beta_days=policy.beta_seconds / SECONDS_PER_DAY,
+        objective=policy.settings.objective,
+        beta_days=policy.settings.beta_seconds / SECONDS_PER_DAY,
         min_interval_days=shortest,
         max_interval_days=longest,
         host_index=host_index,

@@ -41,8 +41,9 @@ def _relative_change(old: float, new: float) -> float:
 
 def _settings_of(policy: SchedulePolicy) -> tuple[object, ...]:
     return (
-        policy.mode, policy.objective, policy.beta_seconds, policy.default_interval_seconds,
-        policy.min_interval_seconds, policy.max_interval_seconds,
+        policy.settings.schedule, policy.settings.objective, policy.settings.beta_seconds,
+        policy.settings.default_interval, policy.settings.min_interval,
+        policy.settings.max_interval,
     )
 
 
@@ -56,7 +57,7 @@ def policy_moved(walked: SchedulePolicy | None, new: SchedulePolicy) -> bool:
     """
     if walked is None or _settings_of(walked) != _settings_of(new):
         return True
-    if new.mode == "uniform":
+    if new.settings.schedule == "uniform":
         return False
     if walked.mu is None or new.mu is None:
         return True
@@ -81,8 +82,8 @@ def interval_bounds_days(
     shortest, longest = interval_bound_arrays(
         none if own_min_seconds is None else np.asarray(own_min_seconds, dtype=np.float64),
         none if own_max_seconds is None else np.asarray(own_max_seconds, dtype=np.float64),
-        policy.min_interval_seconds,
-        policy.max_interval_seconds,
+        policy.settings.min_interval,
+        policy.settings.max_interval,
     )
     return shortest / SECONDS_PER_DAY, longest / SECONDS_PER_DAY
 
@@ -99,12 +100,12 @@ def planned_rates(
     shortest, longest = interval_bounds_days(
         policy, change_rates.size, own_min_seconds, own_max_seconds
     )
-    if policy.mode == "uniform" or policy.mu is None:
+    if policy.settings.schedule == "uniform" or policy.mu is None:
         uniform = uniform_interval_seconds(policy) / SECONDS_PER_DAY
         return np.asarray(1.0 / np.clip(uniform, shortest, longest), dtype=np.float64)
     rates: FloatArray = fetch_rates(
-        change_rates, importance, policy.mu, policy.objective,
-        beta_days=policy.beta_seconds / SECONDS_PER_DAY,
+        change_rates, importance, policy.mu, policy.settings.objective,
+        beta_days=policy.settings.beta_seconds / SECONDS_PER_DAY,
         min_interval_days=shortest,
         max_interval_days=longest,
     )

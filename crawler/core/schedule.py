@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from crawler.core.estimate import (
     DEFAULT_PRIOR,
@@ -32,26 +32,25 @@ from crawler.core.model import (
     UrlRecord,
 )
 from crawler.core.periodic import PeriodicModel, next_update_after
-from crawler.core.plan import Objective, fetch_rate_for, next_fetch_time
+from crawler.core.plan import fetch_rate_for, next_fetch_time
 from crawler.core.url_bounds import interval_bounds, next_allowed, parse_windows
+
+if TYPE_CHECKING:  # the core reads the settings it is handed, never the environment
+    from crawler.settings import Settings
 
 FIRST_RETRY_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
 class SchedulePolicy:
-    """Everything ``next_fetch`` needs besides the URL: settings and the planner's state."""
+    """Everything ``next_fetch`` needs besides the URL: the settings, and the plan in force.
 
-    # Settings (no defaults: built by ``crawler.config.schedule_policy``, the one source).
-    mode: Literal["uniform", "optimal"]
-    default_interval_seconds: float
-    min_interval_seconds: float
-    max_interval_seconds: float
-    gone_checks_before_max_interval: int
-    objective: Objective
-    beta_seconds: float
-    detect_periods: bool
-    # The planner's state, not settings: None until it has solved once (uniform interval used).
+    The settings never change while a process runs; the plan's state (μ and the priors) does,
+    whenever the planner stores a new plan (``crawler.core.stored_plan.applied``).
+    """
+
+    settings: Settings
+    # The plan's state: None until the planner has solved once (uniform interval used).
     mu: float | None = None
     prior: GammaPrior = DEFAULT_PRIOR
     host_priors: Mapping[int, GammaPrior] = field(default_factory=dict)
@@ -70,7 +69,7 @@ def failure_retry_seconds(consecutive_failures: int, policy: SchedulePolicy) -> 
     there: a failing URL is never dropped from the schedule, only checked less often."""
     doublings = min(max(0, consecutive_failures - 1), MAX_DOUBLINGS)
     backoff = FIRST_RETRY_SECONDS * 2.0**doublings
-    return max(policy.min_interval_seconds, min(backoff, policy.max_interval_seconds))
+    return max(policy.settings.min_interval, min(backoff, policy.settings.max_interval))
 
 
 def gone_retry_seconds(consecutive_gone: int, policy: SchedulePolicy) -> float:
@@ -81,8 +80,8 @@ def gone_retry_seconds(consecutive_gone: int, policy: SchedulePolicy) -> float:
     that was deleted by mistake is found back within a revisit, and a page that stays gone
     costs one fetch per maximum interval, never none (it may come back)."""
     first = uniform_interval_seconds(policy)
-    last = policy.max_interval_seconds
-    checks = policy.gone_checks_before_max_interval
+    last = policy.settings.max_interval
+    checks = policy.settings.gone_checks
     answers = max(1, consecutive_gone)  # the answer being scheduled counts
     if answers >= checks or first >= last:
         return last
@@ -91,8 +90,8 @@ def gone_retry_seconds(consecutive_gone: int, policy: SchedulePolicy) -> float:
 
 def uniform_interval_seconds(policy: SchedulePolicy) -> float:
     return min(
-        max(policy.default_interval_seconds, policy.min_interval_seconds),
-        policy.max_interval_seconds,
+        max(policy.settings.default_interval, policy.settings.min_interval),
+        policy.settings.max_interval,
     )
 
 
@@ -114,13 +113,20 @@ def estimated_rate_per_day(record: UrlRecord, policy: SchedulePolicy) -> float:
     change then tells how long the page stayed unchanged, not only that it changed
     (docs/MODEL.md section 2.4).
     """
+    return _estimated_rate_per_day(record, policy, timing_model(record, policy))
+
+
+def _estimated_rate_per_day(
+    record: UrlRecord, policy: SchedulePolicy, model: PeriodicModel | None
+) -> float:
+    """``estimated_rate_per_day`` with the URL's ``timing_model`` given (``_next_fetch``
+    reads it once for all its uses)."""
     prior = policy.prior_for(record.host_id)
     dated = dated_history(record)
     if dated is not None:
         rate = known_times_posterior_rate(dated, prior)
     else:
         rate = fast_posterior_rate(record.history, prior, record.change_rate_per_day)
-    model = timing_model(record, policy)
     if model is not None:
         rate = min(rate, 1.0 / model.period_days)
     return rate
@@ -139,10 +145,10 @@ def optimal_fetch_rate_per_day(
         change_rate_per_day,
         importance,
         policy.mu,
-        policy.objective,
-        min_interval_days or policy.min_interval_seconds / SECONDS_PER_DAY,
-        max_interval_days or policy.max_interval_seconds / SECONDS_PER_DAY,
-        beta_days=policy.beta_seconds / SECONDS_PER_DAY,
+        policy.settings.objective,
+        min_interval_days or policy.settings.min_interval / SECONDS_PER_DAY,
+        max_interval_days or policy.settings.max_interval / SECONDS_PER_DAY,
+        beta_days=policy.settings.beta_seconds / SECONDS_PER_DAY,
     )
 
 
@@ -152,8 +158,8 @@ def own_interval_bounds_seconds(record: UrlRecord, policy: SchedulePolicy) -> tu
     return interval_bounds(
         record.own_min_interval_seconds,
         record.own_max_interval_seconds,
-        policy.min_interval_seconds,
-        policy.max_interval_seconds,
+        policy.settings.min_interval,
+        policy.settings.max_interval,
     )
 
 
@@ -162,8 +168,14 @@ def min_interval_days(record: UrlRecord, policy: SchedulePolicy) -> float:
     it is timed by a clock. A clocked page gains nothing from a second fetch in one cycle, and
     the planner must count exactly what it will spend (docs/MODEL.md section 3.2)."""
     shortest_seconds, longest_seconds = own_interval_bounds_seconds(record, policy)
+    return _min_interval_days(shortest_seconds, longest_seconds, timing_model(record, policy))
+
+
+def _min_interval_days(
+    shortest_seconds: float, longest_seconds: float, model: PeriodicModel | None
+) -> float:
+    """``min_interval_days`` from the URL's own bounds and its ``timing_model``."""
     shortest = shortest_seconds / SECONDS_PER_DAY
-    model = timing_model(record, policy)
     if model is None:
         return shortest
     return min(max(shortest, model.period_days), longest_seconds / SECONDS_PER_DAY)
@@ -187,13 +199,13 @@ def within_own_schedule(record: UrlRecord, now: float, schedule: Schedule) -> Sc
 def update_delay_seconds(model: PeriodicModel, policy: SchedulePolicy) -> float:
     """How long after an expected update to fetch: three jitters, at least the minimum
     interval (docs/MODEL.md section 3.2)."""
-    return max(3.0 * model.jitter_days * SECONDS_PER_DAY, policy.min_interval_seconds)
+    return max(3.0 * model.jitter_days * SECONDS_PER_DAY, policy.settings.min_interval)
 
 
 def timing_model(record: UrlRecord, policy: SchedulePolicy) -> PeriodicModel | None:
     """The URL's update clock when it is sharp enough to time fetches by (the delay after an
     update under a quarter of the period), else None: scheduled as a Poisson page."""
-    model = record.periodic if policy.detect_periods else None
+    model = record.periodic if policy.settings.detect_periods else None
     if model is None:
         return None
     if update_delay_seconds(model, policy) >= 0.25 * model.period_days * SECONDS_PER_DAY:
@@ -233,29 +245,30 @@ def _next_fetch(
 ) -> Schedule:
     now = obs.fetched_at
     if obs.outcome == DISALLOWED:
-        return Schedule(max(robots_expires_at or now, now + policy.min_interval_seconds))
+        return Schedule(max(robots_expires_at or now, now + policy.settings.min_interval))
     if obs.outcome == REDIRECT:
-        return Schedule(now + policy.max_interval_seconds)  # checked rarely: may move back
+        return Schedule(now + policy.settings.max_interval)  # checked rarely: may move back
     if obs.outcome == GONE:
         return Schedule(now + gone_retry_seconds(record.consecutive_failures, policy))
     if obs.outcome not in CONTENT_OUTCOMES:
         return Schedule(now + failure_retry_seconds(record.consecutive_failures, policy))
-    change_rate = estimated_rate_per_day(record, policy)
+    # The update clock and the bounds, read once: every fetch comes here.
+    periodic = timing_model(record, policy)
+    change_rate = _estimated_rate_per_day(record, policy, periodic)
     shortest, longest = own_interval_bounds_seconds(record, policy)
-    if policy.mode == "uniform" or policy.mu is None:
+    if policy.settings.schedule == "uniform" or policy.mu is None:
         interval = min(max(uniform_interval_seconds(policy), shortest), longest)
         return Schedule(now + interval, change_rate, SECONDS_PER_DAY / interval)
     fetch_rate = optimal_fetch_rate_per_day(
-        change_rate, record.importance, policy, min_interval_days(record, policy),
+        change_rate, record.importance, policy, _min_interval_days(shortest, longest, periodic),
         longest / SECONDS_PER_DAY,
     )
-    periodic = timing_model(record, policy)
     next_days = next_fetch_time(
         now / SECONDS_PER_DAY,
         fetch_rate,
         periodic,
         max_interval_days=longest / SECONDS_PER_DAY,
-        min_update_delay_days=policy.min_interval_seconds / SECONDS_PER_DAY,
+        min_update_delay_days=policy.settings.min_interval / SECONDS_PER_DAY,
         saw_change=bool(obs.changed),
     )
     if periodic is not None and not obs.changed:

@@ -144,7 +144,8 @@ def after_read(
     )
     record = _record(state, max_interval_seconds)
     after = updated_record(record, result, obs)
-    schedule = next_fetch(after, obs, replace(policy, detect_periods=False),
+    timeless = policy.settings.model_copy(update={"detect_periods": False})
+    schedule = next_fetch(after, obs, replace(policy, settings=timeless),
                           robots_expires_at=robots_expires_at)
     new_state = SitemapState(
         host_id=state.host_id,

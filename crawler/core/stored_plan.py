@@ -40,12 +40,12 @@ class SolvedFor:
 
 def solved_for(policy: SchedulePolicy, budget_setting_per_day: float | None) -> SolvedFor:
     return SolvedFor(
-        policy.mode,
-        policy.objective,
-        policy.beta_seconds,
-        policy.default_interval_seconds,
-        policy.min_interval_seconds,
-        policy.max_interval_seconds,
+        policy.settings.schedule,
+        policy.settings.objective,
+        policy.settings.beta_seconds,
+        policy.settings.default_interval,
+        policy.settings.min_interval,
+        policy.settings.max_interval,
         budget_setting_per_day,
     )
 
@@ -87,15 +87,15 @@ def applied(policy: SchedulePolicy, plan: Plan | None) -> SchedulePolicy:
     if plan is None:
         return policy
     same = (
-        plan.solved_for.mode == policy.mode
-        and plan.solved_for.objective == policy.objective
-        and plan.solved_for.beta_seconds == policy.beta_seconds
-        and plan.solved_for.min_interval_seconds == policy.min_interval_seconds
-        and plan.solved_for.max_interval_seconds == policy.max_interval_seconds
+        plan.solved_for.mode == policy.settings.schedule
+        and plan.solved_for.objective == policy.settings.objective
+        and plan.solved_for.beta_seconds == policy.settings.beta_seconds
+        and plan.solved_for.min_interval_seconds == policy.settings.min_interval
+        and plan.solved_for.max_interval_seconds == policy.settings.max_interval
     )
     return replace(
         policy,
-        mu=plan.mu if same and policy.mode == "optimal" else None,
+        mu=plan.mu if same and policy.settings.schedule == "optimal" else None,
         prior=plan.prior,
         host_priors=dict(plan.host_priors),
     )

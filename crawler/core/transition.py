@@ -10,10 +10,11 @@ Pure: no clock, no randomness, no I/O. ``now`` and ``rng_value`` are inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from crawler.core.backoff import CircuitBreaker, HostHealth, host_verdict
+from crawler.core.backoff import HostHealth, health_after, host_verdict
 from crawler.core.bounds import parse_bounded
 from crawler.core.extract import ParsedPage
 from crawler.core.fingerprint import content_hash
@@ -36,6 +37,14 @@ from crawler.core.observe import (
 )
 from crawler.core.patterns import UrlFilter
 from crawler.core.schedule import SchedulePolicy, next_fetch
+
+if TYPE_CHECKING:  # the core reads the settings it is handed, never the environment
+    from crawler.settings import Settings
+
+if TYPE_CHECKING:  # checked field by field, as dataclasses.replace is
+    from dataclasses import replace as replace_record
+else:
+    from crawler.core.model import replace_record
 
 
 class ChangeKind(StrEnum):
@@ -85,18 +94,6 @@ class WindowUpdate:
     out_links: tuple[str, ...] | None  # None: the fetch saw no content, keep the old links
     state_changed: bool
     first_fetch: bool
-
-
-@dataclass(frozen=True, slots=True)
-class TransitionConfig:
-    """The policy a transition needs (no defaults: ``crawler.config.transition_config``)."""
-
-    simhash_threshold: int
-    max_outlinks: int
-    max_depth: int
-    breaker: CircuitBreaker
-    schedule: SchedulePolicy
-    url_filter: UrlFilter  # CRAWLER_INCLUDE / CRAWLER_EXCLUDE, applied to discovered links
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +169,7 @@ def change_event(before: UrlRecord, obs: Observation) -> ChangeEvent | None:
 def host_update(
     host: HostContext,
     result: FetchResult,
-    breaker: CircuitBreaker,
+    settings: Settings,
     *,
     now: float,
     rng_value: float,
@@ -181,8 +178,8 @@ def host_update(
     if result.outcome == Outcome.DISALLOWED:
         health, next_request_at = host.health, host.next_request_at
     else:
-        health = breaker.after(
-            host.health, host_verdict(result), now,
+        health = health_after(
+            host.health, host_verdict(result), now, settings,
             retry_after_seconds=result.retry_after_seconds, rng_value=rng_value,
         )
         next_request_at = now + host.delay_seconds
@@ -193,8 +190,9 @@ def transition(
     record: UrlRecord,
     result: FetchResult,
     host: HostContext,
-    config: TransitionConfig,
+    policy: SchedulePolicy,
     *,
+    url_filter: UrlFilter,
     now: float,
     rng_value: float,
     robots_expires_at: float | None = None,
@@ -203,7 +201,9 @@ def transition(
 
     - ``record``: the URL as claimed; ``result``: what the request returned, or
       ``forbidden(now)`` when robots.txt forbade it;
-    - ``host``: the host's health and politeness before the fetch; ``config``: the policy;
+    - ``host``: the host's health and politeness before the fetch; ``policy``: the settings
+      under the plan in force; ``url_filter``: CRAWLER_INCLUDE and CRAWLER_EXCLUDE, compiled
+      once by the caller, applied to the links the page adds;
     - ``now``: POSIX seconds when the fetch ended (the politeness clock and backoff start
       there); ``rng_value`` in [0, 1): the backoff's jitter;
     - ``robots_expires_at``: when the host's robots.txt is next fetched (a forbidden URL is
@@ -213,6 +213,7 @@ def transition(
     and its target is returned in ``seed``. A temporary one keeps the content it led to as
     this URL's version; either way the observation's status is the 3xx the URL answered.
     """
+    settings = policy.settings
     target = normalize_url(result.redirect_to) if result.redirect_to else None
     permanent = target is not None and result.outcome in CONTENT_OUTCOMES
     followed = normalize_url(result.redirects[0].location) if result.redirects else None
@@ -226,18 +227,18 @@ def transition(
         result, page = parse_bounded(
             result,
             page_url=record.url if record.site_id is not None else None,
-            max_links=config.max_outlinks,
+            max_links=settings.max_outlinks,
             region=record.region,
         )
-    obs = observe(record, result, config.simhash_threshold, page, same_bytes=same_bytes,
+    obs = observe(record, result, settings.simhash_threshold, page, same_bytes=same_bytes,
                   exact=exact)
     after = updated_record(record, result, obs)
-    schedule = next_fetch(after, obs, config.schedule, robots_expires_at=robots_expires_at)
+    schedule = next_fetch(after, obs, policy, robots_expires_at=robots_expires_at)
     window = None
     if record.site_id is not None and not permanent:
         links: tuple[str, ...] | None = None
         if page is not None:
-            links = window_links(record, page, config.max_depth, config.url_filter)
+            links = window_links(record, page, settings.max_depth, url_filter)
         elif obs.outcome == Outcome.GONE:
             links = ()
         window = WindowUpdate(
@@ -248,7 +249,7 @@ def transition(
         )
     return Transition(
         before=record,
-        record=replace(
+        record=replace_record(
             after, change_rate_per_day=schedule.change_rate_per_day,
             # A window page's body was examined for links (page_url given): read, even when
             # it held none (not HTML), so that its next fetch is conditional again. (A page
@@ -260,12 +261,12 @@ def transition(
         ),
         observation=obs,
         schedule=schedule,
-        host=host_update(host, result, config.breaker, now=now, rng_value=rng_value),
+        host=host_update(host, result, settings, now=now, rng_value=rng_value),
         # A temporary redirect's content is this URL's version, but the row says where the
         # URL pointed (as it shows the 3xx it answered).
         redirect_to=target if permanent else result.redirect_to or followed,
         # A permanent redirect's target is seeded only if the global URL patterns pass it.
-        seed=target if permanent and config.url_filter.rejection(target or "") is None
+        seed=target if permanent and url_filter.rejection(target or "") is None
         else None,
         window=window,
         event=change_event(record, obs),

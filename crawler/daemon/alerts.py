@@ -18,7 +18,6 @@ these costs nothing, so the recorder's batching keeps its one statement per batc
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from typing import Any
 
@@ -37,8 +36,8 @@ from crawler.core.alerts import (
 from crawler.core.events import simhash_hex
 from crawler.core.model import Observation, UrlRecord
 from crawler.core.transition import Transition
+from crawler.db import alerts as db
 from crawler.db.frontier import HostClaim
-from crawler.db.queries import QUERIES
 from crawler.db.record import ExtraWrite
 from crawler.metrics import CollectionMetrics
 
@@ -47,11 +46,6 @@ log = logging.getLogger(__name__)
 
 def _at(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, dt.UTC)
-
-
-def _row(r: asyncpg.Record) -> AlertRow:
-    return AlertRow(r["url_id"], r["failures"], r["first_failed_at"].timestamp(), r["raised"],
-                    r["url"], r["error_kind"])
 
 
 class Alerts:
@@ -108,8 +102,7 @@ class Alerts:
         if failure is None and not self._may_be_failing(host, None):
             return
         async with self.pool.acquire() as conn, conn.transaction():
-            if await conn.fetchval(QUERIES["alert_fence"], host.lease.host_id,
-                                   host.lease.owner, host.lease.epoch) is None:
+            if not await db.fence(conn, host.lease):
                 return  # the lease is gone: nothing more is counted against the host
             if failure is not None:
                 self._suspect.add(host.host_id)
@@ -122,14 +115,14 @@ class Alerts:
     async def _failed(self, conn: asyncpg.Connection, host: HostClaim, url_id: int, url: str,
                       kind: str, fetched_at: float, status: int | None,
                       scopes: tuple[int, ...]) -> None:
-        rows = [_row(r) for r in await conn.fetch(
-            QUERIES["alert_failed"], host.host_id, list(scopes), _at(fetched_at), kind,
+        rows = await db.count_failure(
+            conn, host.host_id, scopes, _at(fetched_at), kind,
             # Each row names the last request that failed (the host's: any of its URLs).
             [url] * len(scopes),
-        )]
+        )
         raised = to_raise(rows, self.threshold)
         if raised:
-            await conn.execute(QUERIES["alert_raised"], host.host_id, [r.url_id for r in raised])
+            await db.mark_raised(conn, host.host_id, [r.url_id for r in raised])
         for row in raised:
             await self._event(conn, host, url_id, fetched_at, "failing", row, status)
             log.warning("%s failing: %d consecutive failures, last %s",
@@ -137,9 +130,7 @@ class Alerts:
 
     async def _worked(self, conn: asyncpg.Connection, host: HostClaim, url_id: int,
                       fetched_at: float, status: int | None, scopes: tuple[int, ...]) -> None:
-        cleared = [_row(r) for r in await conn.fetch(
-            QUERIES["alert_cleared"], host.host_id, list(scopes)
-        )]
+        cleared = await db.clear(conn, host.host_id, scopes)
         for row in to_recover(cleared):
             await self._event(conn, host, url_id, fetched_at, "recovered", row, status)
             log.info("%s recovered after %d consecutive failures",
@@ -170,7 +161,6 @@ class Alerts:
 
     async def _insert(self, conn: asyncpg.Connection, host: HostClaim, url_id: int,
                       fetched_at: float, kind: str, payload: dict[str, Any]) -> None:
-        await conn.execute(QUERIES["alert_event"], url_id, _at(fetched_at), kind,
-                           json.dumps(payload), host.host_id)
+        await db.queue_event(conn, host.host_id, url_id, _at(fetched_at), kind, payload)
         if self.metrics is not None:
             self.metrics.event_queued(kind)

@@ -14,10 +14,11 @@ import logging
 import asyncpg
 
 from crawler.core.schedule import SchedulePolicy
-from crawler.core.stored_plan import Plan, applied, plan_from_row
-from crawler.daemon.worker import WorkerConfig
+from crawler.core.stored_plan import Plan, applied
+from crawler.db import fleet
 from crawler.db.errors import retried_later
-from crawler.db.queries import QUERIES
+from crawler.db.planning import latest_plan, latest_plan_version
+from crawler.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -27,34 +28,35 @@ PLAN_POLL_SECONDS = 2.0
 
 
 class PlanFollower:
-    """Keeps ``config.schedule`` on the settings' policy under the newest stored plan."""
+    """Keeps ``schedule``, the plan in force in this process, on the settings' policy under
+    the newest stored plan (the worker and the sitemap reader read it for every decision)."""
 
-    def __init__(self, pool: asyncpg.Pool, config: WorkerConfig, owner: str) -> None:
+    def __init__(self, pool: asyncpg.Pool, settings: Settings, owner: str) -> None:
         self.pool = pool
-        self.config = config
         self.owner = owner
-        self.settings_policy: SchedulePolicy = config.schedule
+        self.settings_policy = SchedulePolicy(settings)
+        self.schedule: SchedulePolicy = self.settings_policy
         self.version: int | None = None  # the version in force here; None before any plan
 
     async def adopt_newest(self) -> bool:
         """Adopt the newest plan if its version moved; True when it did."""
-        newest = await self.pool.fetchval(QUERIES["latest_plan_version"])
+        newest = await latest_plan_version(self.pool)
         if newest is None or newest == self.version:
             return False
-        row = await self.pool.fetchrow(QUERIES["latest_plan"])
-        if row is None:  # pruned between the two statements: the next poll sees the newer
+        plan = await latest_plan(self.pool)
+        if plan is None:  # pruned between the two statements: the next poll sees the newer
             return False
-        self.adopt(plan_from_row(row))
-        await self.pool.execute(QUERIES["daemon_plan_version"], self.owner, self.version)
+        self.adopt(plan)
+        await fleet.adopted_plan(self.pool, self.owner, self.version)
         return True
 
     def adopt(self, plan: Plan) -> None:
-        self.config.schedule = applied(self.settings_policy, plan)
+        self.schedule = applied(self.settings_policy, plan)
         first = self.version is None
         self.version = plan.version
         log.log(logging.INFO if first else logging.DEBUG,
                 "scheduling under plan %d (mu=%s, budget %.0f/day)", plan.version,
-                "none" if self.config.schedule.mu is None else f"{self.config.schedule.mu:.4g}",
+                "none" if self.schedule.mu is None else f"{self.schedule.mu:.4g}",
                 plan.budget_per_day)
 
     async def run(self) -> None:

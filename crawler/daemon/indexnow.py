@@ -7,14 +7,14 @@ A ping goes through, in order, and stops at the first refusal:
 
 1. its format and its URLs' host (``read_get``, ``read_post``): 400, 422;
 2. the host's token bucket: 429, before the database or the network is asked anything;
-3. the host is one of the collection's (``host_id_of``): 403 otherwise, before any request;
+3. the host is one of the collection's (``known_host``): 403 otherwise, before any request;
 4. the key: trusted if its file confirmed it lately; else the file is fetched, at most once
    per host per ``KEY_CHECK_INTERVAL_SECONDS`` for keys not verified (403 meanwhile). The
    fetch is a request to the host like any other: under the host's lease, after its
    politeness clock, through the SSRF policy and the fetch caps, and it moves the host's
    clock by its delay, so that the page fetched next waits its turn (``read_key``);
 5. the URLs: known ones due now (``due_after_ping``) as far as the host's pings are trusted
-   (issue 38: ``indexnow_pinged`` reads ``hint_trust``), new ones seeded (the global URL
+   (issue 38: ``crawler.db.pings`` reads ``hint_trust``), new ones seeded (the global URL
    patterns apply), a hint in ``url_hints`` for each (kind ``ping``, source ``indexnow``):
    200. A key check that takes longer than ``ANSWER_WAIT_SECONDS`` (the host is leased by a
    daemon working through its URLs) is answered 202, the protocol's "key validation
@@ -33,18 +33,16 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
 import asyncpg
 from aiohttp import web
 
-from crawler.commands.sitemaps import LEASE_POLL_SECONDS, LEASE_SECONDS, HostHold
 from crawler.core import model
-from crawler.core.hostid import HostIdCollision, url_host_id
+from crawler.core.hostid import HostIdCollision
 from crawler.core.indexnow import (
-    HINT_SOURCE,
     KEY_FILE_MAX_BYTES,
     OUTCOME_STATUS,
     Bucket,
@@ -64,12 +62,12 @@ from crawler.core.indexnow import (
 )
 from crawler.core.model import UrlRecord
 from crawler.core.patterns import UrlFilter, global_filter, partition
-from crawler.daemon.config import fetch_limits
+from crawler.daemon.hosthold import LEASE_POLL_SECONDS, LEASE_SECONDS, HostHold
 from crawler.db import frontier
 from crawler.db.connect import create_pool
 from crawler.db.errors import DB_ERRORS
-from crawler.db.hints import ping_parameters
-from crawler.db.queries import QUERIES
+from crawler.db.hostlease import known_host, lease_host
+from crawler.db.pings import take_ping
 from crawler.net.fetch import fetch, new_session
 from crawler.net.ssrf import AddressPolicy
 from crawler.settings import Settings
@@ -92,7 +90,6 @@ KEY_CHECKS_AT_ONCE = 4
 BUCKETS_KEPT = 10_000
 # A new URL seeded by a ping weighs as much as one seeded by `crawler seed`.
 IMPORTANCE = 1.0
-REFRESH_ATTEMPTS = 5
 KEY_RESULTS = ("valid", "invalid", "failed")
 # What ends a key check early: the database (or the network under it), or the host's lease
 # lost to another holder (HostHold raises RuntimeError).
@@ -144,11 +141,10 @@ class IndexNowReceiver:
         self.clock = clock
         self.per_second = settings.indexnow_pings_per_minute / 60.0
         self.burst = float(settings.indexnow_burst)
-        self.robots_limits = fetch_limits(settings)
         # The key file answers itself: a redirect is not followed, and a body longer than a
         # key file is not one.
-        self.key_limits = replace(self.robots_limits, max_redirects=0,
-                                  max_body_bytes=KEY_FILE_MAX_BYTES)
+        self.key_limits = settings.model_copy(
+            update={"max_redirects": 0, "max_body_bytes": KEY_FILE_MAX_BYTES})
         self.url_filter: UrlFilter = global_filter(settings.include, settings.exclude)
         self.owner = f"indexnow-{uuid.uuid4().hex[:12]}"
         self.database_url: str | None = None
@@ -233,7 +229,7 @@ class IndexNowReceiver:
                           f"{self.settings.indexnow_pings_per_minute:g} a minute", wait)
         try:
             pool = await self.database()
-            host_id = await pool.fetchval(QUERIES["host_id_of"], origin)
+            host_id = await known_host(pool, origin)
         except DB_ERRORS as error:
             log.warning("IndexNow ping for %s not answered: %s", origin, error)
             return UNAVAILABLE
@@ -320,7 +316,7 @@ class IndexNowReceiver:
     async def read_key(self, origin: str, host_id: int, key: str,
                        key_url: str) -> tuple[str, str]:
         """One request for the key file, as polite as a page's: under the host's lease
-        (``sitemap_lease_host``, as the sitemap reader takes it), after the host's politeness
+        (``lease_host``, as the sitemap reader takes it), after the host's politeness
         clock, robots.txt obeyed (read from the host's cache when fresh, else fetched), and
         the host's clock moved by its delay after it. ``(result, detail)``."""
         pool = await self.database()
@@ -334,7 +330,7 @@ class IndexNowReceiver:
                     return "failed", f"{origin} is {hold.refused}"
                 if hold.next_request - time.time() > TURN_WAIT_MAX_SECONDS:
                     return "failed", f"{origin} is backing off"
-                await hold.robots(self.session, self.robots_limits)
+                await hold.robots(self.session, self.settings)
                 if not hold.policy.allowed(key_url):
                     return "failed", "robots.txt disallows the key file"
                 await hold.turn()
@@ -358,8 +354,7 @@ class IndexNowReceiver:
         """The host's lease, waited for while a daemon holds it, at most LEASE_WAIT_SECONDS."""
         deadline = time.monotonic() + LEASE_WAIT_SECONDS
         while True:
-            row = await conn.fetchrow(QUERIES["sitemap_lease_host"], host_id, self.owner,
-                                      LEASE_SECONDS)
+            row = await lease_host(conn, host_id, self.owner, LEASE_SECONDS)
             if row is not None:
                 return HostHold(conn, self.owner, host_id, origin, row["lease_epoch"], row,
                                 self.settings)
@@ -399,31 +394,12 @@ async def take_pinged(
 ) -> tuple[int, int]:
     """Pinged URLs of known hosts: the new ones the global patterns pass seeded (as `crawler
     seed` would), then every one known due at ``due`` (if not sooner) with a hint in
-    ``url_hints``, and its host due by then too. Returns how many URLs were made due, and how
-    many of them were new.
-
-    The hosts are locked first, in id order, as the fetch loop's writes lock a host before
-    its URLs: a ping and a daemon recording a fetch of the same URL wait on each other
-    instead of deadlocking. Then the hosts' due times are recomputed, as `crawler recheck`
-    does: a daemon's release that read the URLs before this commit may have written an older
-    due time."""
+    ``url_hints``, and its host due by then too (``crawler.db.pings.take_ping``). Returns how
+    many URLs were made due, and how many of them were new."""
     kept, _ = partition([url_filter], urls)
     added = 0
     if kept:
         added = (await frontier.seed(pool, dict.fromkeys(kept, IMPORTANCE), due)).inserted
-    url_hosts = [url_host_id(url) for url in urls]
-    hosts = sorted(set(url_hosts))
     async with pool.acquire() as conn:
-        async with conn.transaction():
-            await conn.execute(QUERIES["indexnow_lock_hosts"], hosts)
-            made_due = int(await conn.fetchval(
-                QUERIES["indexnow_pinged"], list(urls), url_hosts, frontier.to_datetime(due),
-                HINT_SOURCE, hosts, *ping_parameters(),
-            ))
-        waiting = set(hosts)
-        for attempt in range(REFRESH_ATTEMPTS):
-            await frontier.refresh_hosts(conn, waiting)
-            if not waiting:
-                break
-            await asyncio.sleep(0.05 * (attempt + 1))
+        made_due = await take_ping(conn, urls, due)
     return made_due, added

@@ -32,7 +32,6 @@ import numpy as np
 
 from crawler.core.budget import BUDGET_CONFIGURED, budget_in_force
 from crawler.core.planning import (
-    PlannerInputs,
     PlannerOutcome,
     fit_priors,
     sample_rates,
@@ -64,6 +63,7 @@ from crawler.db.planning import (
     round_ended,
     store_plan,
 )
+from crawler.logs import configure
 from crawler.metrics import Events
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,6 @@ PLANNER_WATCH_SECONDS = 1.0
 async def solve_once(
     pool: asyncpg.Pool,
     policy: SchedulePolicy,
-    inputs: PlannerInputs,
     *,
     window_seconds: float,
     round_seconds: float,
@@ -105,20 +104,22 @@ async def solve_once(
     if not await claim_round(pool, 0.0 if force else round_seconds):
         return applied(policy, await latest_plan(pool)), None
     started = time.monotonic()
-    sample = await read_sample(pool, inputs.sample_urls, rng or np.random.default_rng())
+    settings = policy.settings
+    sample = await read_sample(pool, settings.planner_sample_urls,
+                               rng or np.random.default_rng())
     prior, host_priors = await asyncio.to_thread(fit_priors, sample.histories)
     if sample.host_ids.size == 0:
         return replace(policy, prior=prior, host_priors=host_priors), None
     budget, budget_source = budget_in_force(
-        inputs.budget_per_day,
+        settings.budget_per_day,
         round(sample.population),
-        inputs.default_interval_seconds,
-        await fleet_budget(pool, inputs) if inputs.budget_per_day is None else 0.0,
+        settings.default_interval,
+        await fleet_budget(pool, settings) if settings.budget_per_day is None else 0.0,
     )
     complete_sampled = 0
-    if policy.mode == "optimal":
+    if policy.settings.schedule == "optimal":
         solved = await asyncio.to_thread(
-            solve_sample, sample, prior, host_priors, budget, policy, inputs.politeness_delay
+            solve_sample, sample, prior, host_priors, budget, policy, settings.politeness_delay
         )
         mu: float | None = solved.mu
         freshness, currency = solved.estimated_freshness, solved.estimated_beta_currency
@@ -126,7 +127,7 @@ async def solve_once(
         # the same μ (crawler.db.hints.observed_mu); the estimates stay the blind ones'.
         observed = await observed_mu(
             pool, sample, sample_rates(sample, prior, host_priors), budget,
-            replace(policy, prior=prior, host_priors=host_priors), inputs.politeness_delay,
+            replace(policy, prior=prior, host_priors=host_priors), settings.politeness_delay,
         )
         if observed is not None:
             mu, complete_sampled = observed
@@ -136,7 +137,7 @@ async def solve_once(
     solve_seconds = time.monotonic() - started
     achieved = await achieved_per_day(pool, window_seconds)
     plan = await store_plan(pool, Plan(
-        solved_for=solved_for(policy, inputs.budget_per_day),
+        solved_for=solved_for(policy, settings.budget_per_day),
         budget_per_day=budget,
         budget_source=(
             BUDGET_FROM_SETTING if budget_source == BUDGET_CONFIGURED else BUDGET_FROM_DEFAULT
@@ -171,7 +172,6 @@ async def solve_once(
 async def run_planner(
     pool: asyncpg.Pool,
     policy: SchedulePolicy,
-    inputs: PlannerInputs,
     solved: Callable[[PlannerOutcome], None],
     interval_seconds: float,
     owner: str = "",
@@ -186,7 +186,7 @@ async def run_planner(
     round_seconds = 0.8 * interval_seconds
     stale_hosts: set[int] = set()  # URLs rescheduled, due time not yet refreshed
     walked: SchedulePolicy | None = None  # the policy of the last walk over the population
-    wanted = solved_for(policy, inputs.budget_per_day)
+    wanted = solved_for(policy, policy.settings.budget_per_day)
     force: bool | None = None  # decided once, against the plan in force at start
     while True:
         started = time.monotonic()
@@ -199,7 +199,7 @@ async def run_planner(
                              "(%s); re-planning now", stored.version,
                              settings_change(stored.solved_for, wanted))
             policy, outcome = await solve_once(
-                pool, policy, inputs,
+                pool, policy,
                 window_seconds=max(2.0 * interval_seconds, 5.0), round_seconds=round_seconds,
                 owner=owner, stale_hosts=stale_hosts, walked=walked, force=force,
             )
@@ -225,8 +225,7 @@ class PlannerConfig:
     """What the planner process needs, all picklable (it starts by ``spawn``)."""
 
     url: str
-    policy: SchedulePolicy
-    inputs: PlannerInputs
+    policy: SchedulePolicy  # the settings' policy: the settings a round reads, no plan yet
     interval_seconds: float
     log_level: str = "INFO"
     log_json: bool = False
@@ -315,8 +314,6 @@ def report_outcome(events: Events, outcome: PlannerOutcome) -> None:
 
 def planner_process_main(config: PlannerConfig, conn: Connection) -> None:
     """Entry point of the planner process."""
-    from crawler.logs import configure
-
     configure(config.log_level, json_lines=config.log_json)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the daemon's to handle
     _die_with_daemon()
@@ -364,7 +361,7 @@ async def _planner_process(config: PlannerConfig, conn: Connection) -> None:
                 log.warning("planner: database unavailable (%s); retrying", exc)
                 await asyncio.sleep(1.0)
         await run_planner(
-            pool, config.policy, config.inputs, solved, config.interval_seconds, config.owner
+            pool, config.policy, solved, config.interval_seconds, config.owner
         )
     except asyncio.CancelledError:
         pass

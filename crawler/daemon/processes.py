@@ -47,8 +47,11 @@ from prometheus_client import CollectorRegistry, Info, multiprocess
 from crawler import __version__
 from crawler.daemon import heap
 from crawler.daemon.http import make_app
+from crawler.daemon.indexnow import IndexNowReceiver
 from crawler.daemon.logstats import log_stats
+from crawler.daemon.run import StartupError, run_daemon
 from crawler.daemon.signals import process_shutdown
+from crawler.metrics import PingMetrics
 from crawler.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -129,8 +132,6 @@ def _fork_child(
         values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
         import uvloop
 
-        from crawler.daemon.run import run_daemon
-
         code = uvloop.run(run_daemon(
             settings, url, duration=duration, supervised=True, plans=index == 0
         ))
@@ -157,8 +158,6 @@ def aggregated_registry(metrics_dir: str) -> CollectorRegistry:
 def bind_metrics(settings: Settings) -> socket.socket:
     """The /metrics socket, bound before any child is forked: a port in use (a second daemon
     on the machine) stops the start at once, in one line, exit 2, as with one process."""
-    from crawler.daemon.run import StartupError
-
     try:
         return socket.create_server((settings.metrics_host, settings.metrics_port))
     except OSError as exc:
@@ -178,8 +177,6 @@ def run_processes(
     Synchronous on purpose: children are forked before any event loop or thread exists.
     """
     import uvloop
-
-    import crawler.daemon.run  # noqa: F401 - imported once here, shared by the forked children
 
     metrics_socket = bind_metrics(settings)
 
@@ -255,9 +252,6 @@ async def _supervise(
     if settings.indexnow:
         # /indexnow is served here, with the one /metrics: its pings are counted on this
         # process's registry (no child counts them, so the aggregate holds no copy).
-        from crawler.daemon.indexnow import IndexNowReceiver
-        from crawler.metrics import PingMetrics
-
         pings = IndexNowReceiver(settings, PingMetrics(registry))
         await pings.start(url)
     runner = web.AppRunner(make_app(registry, ready, pings), access_log=None)

@@ -15,35 +15,34 @@ import contextlib
 import logging
 import os
 import socket
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import asyncpg
 from aiohttp import web
 
-from crawler.commands.errors import UserError
 from crawler.daemon import heap
 from crawler.daemon.alerts import Alerts
-from crawler.daemon.config import HEARTBEAT_SECONDS, planner_inputs, worker_config
 from crawler.daemon.follow import PlanFollower
 from crawler.daemon.http import make_app, start_server
+from crawler.daemon.indexnow import IndexNowReceiver
 from crawler.daemon.logstats import log_stats
 from crawler.daemon.looplag import watch_loop_lag
 from crawler.daemon.planner import PlannerConfig, supervised_planner
 from crawler.daemon.signals import Shutdown, process_shutdown
+from crawler.daemon.sitemaps import SitemapKeeper
 from crawler.daemon.storage import mark_recovered_damage, watch_storage
 from crawler.daemon.supervise import SideTask, Supervisor
 from crawler.daemon.webhook import WebhookDelivery
 from crawler.daemon.worker import Worker
-from crawler.db import frontier, migrate, partitions
+from crawler.db import fleet, frontier, migrate, partitions
 from crawler.db.connect import connect, create_pool, describe
 from crawler.db.errors import DB_ERRORS, DB_UNAVAILABLE, renew_connections, retried_later
-from crawler.db.estimates import FrontierFigures, frontier_figures
-from crawler.db.queries import QUERIES
+from crawler.db.estimates import fleet_figures
+from crawler.db.fleet import HEARTBEAT_SECONDS
+from crawler.errors import UserError
 from crawler.metrics import Metrics
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
@@ -67,21 +66,9 @@ async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics, settings: Settin
     on a large frontier, ``crawler.db.estimates``) and stores the figures; all publish them."""
     while True:
         with retried_later("the frontier sampler", log):
-            claimed = await pool.fetchval(
-                QUERIES["fleet_claim"], "sampler", 0.8 * SAMPLE_INTERVAL_SECONDS
+            figures = await fleet_figures(
+                pool, settings.breaker_failure_threshold, 0.8 * SAMPLE_INTERVAL_SECONDS
             )
-            if claimed is not None:
-                figures: FrontierFigures | None = await frontier_figures(
-                    pool, settings.breaker_failure_threshold
-                )
-                assert figures is not None
-                state = figures.as_state()
-                await pool.execute(
-                    QUERIES["store_planner_state"], list(state), list(state.values())
-                )
-            else:
-                stored = await pool.fetch(QUERIES["load_planner_state"])
-                figures = FrontierFigures.from_state({r["key"]: r["value"] for r in stored})
             if figures is not None:
                 metrics.hosts_sampled(figures.hosts_in_backoff, figures.hosts_circuit_open)
                 metrics.frontier_sampled(
@@ -101,7 +88,7 @@ async def heartbeat(
     the plan version it schedules under."""
     while True:
         with retried_later("the heartbeat", log):
-            await pool.execute(QUERIES["heartbeat"], owner, concurrency, follower.version)
+            await fleet.heartbeat(pool, owner, concurrency, follower.version)
         await asyncio.sleep(seconds)
 
 
@@ -110,41 +97,6 @@ class StartupError(UserError):
 
 
 DB_CONNECT_TIMEOUT_SECONDS = 10.0
-
-
-def check_data_dir(data_dir: Path, setting: str) -> None:
-    """The embedded server and the WARC store write under their directories: they must be
-    writable, or the daemon stops at once naming ``setting``."""
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=data_dir):
-            pass
-    except OSError as exc:
-        raise StartupError(
-            f"the directory {data_dir} is not writable ({exc.strerror or exc}); set "
-            f"{setting} to a writable directory"
-        ) from None
-
-
-def check_dirs(settings: Settings) -> None:
-    """The directories the daemon writes to: the embedded server's, the WARC store's."""
-    if not settings.database_url:
-        check_data_dir(settings.data_dir, "CRAWLER_DATA_DIR")
-    if settings.store_versions:
-        check_data_dir(warc_dir(settings), "CRAWLER_WARC_DIR (or CRAWLER_DATA_DIR)")
-
-
-async def database_revision(conn: asyncpg.Connection | asyncpg.Pool) -> str | None:
-    """The schema's Alembic revision, None before the first migration.
-
-    Read with asyncpg rather than through Alembic's SQLAlchemy engine: a query cancelled by a
-    signal then closes quietly (SQLAlchemy logs a traceback for a cancelled connect).
-    """
-    try:
-        revision: str | None = await conn.fetchval("SELECT version_num FROM alembic_version")
-    except asyncpg.UndefinedTableError:
-        return None
-    return revision
 
 
 async def _check_database(url: str) -> str | None:
@@ -157,7 +109,7 @@ async def _check_database(url: str) -> str | None:
             "set CRAWLER_DATABASE_URL to a reachable server, or unset it for the embedded one"
         ) from None
     try:
-        return await database_revision(conn)
+        return await migrate.schema_revision(conn)
     finally:
         await conn.close()
 
@@ -185,10 +137,9 @@ async def preflight(url: str, shutdown: Shutdown) -> bool:
         check = asyncio.create_task(_check_database(url))
         if not await _unless_stopped(check, shutdown):
             return False
-        current, head = check.result(), migrate.head_revision()
-        if current != head:
-            raise StartupError(f"database {describe(url)} is at revision {current}, not {head}: "
-                               "run `crawler db upgrade`")
+        problem = migrate.revision_problem(check.result(), describe(url))
+        if problem is not None:
+            raise StartupError(problem)
         return True
     finally:
         shutdown.detach()
@@ -255,11 +206,10 @@ async def _start(
     plans: bool,
 ) -> Daemon | None:
     """Everything that must work before fetching; what it opens, ``stack`` closes."""
-    current = await _check_database(url)
     head = migrate.head_revision()
-    if current != head:
-        log.error("database %s is at revision %s, not %s: run `crawler db upgrade`",
-                  describe(url), current, head)
+    problem = migrate.revision_problem(await _check_database(url), describe(url))
+    if problem is not None:
+        log.error("%s", problem)
         return None
     owner = owner_id()
     started: list[Daemon] = []  # the daemon, once built: /readyz asks it
@@ -271,14 +221,12 @@ async def _start(
     pings = None
     if not supervised:  # bound first: a port in use is reported before anything is opened
         if settings.indexnow:  # /indexnow on the same server (under --processes, the parent's)
-            from crawler.daemon.indexnow import IndexNowReceiver
-
             pings = IndexNowReceiver(settings, metrics.pings)
         port = await _start_metrics(stack, make_app(metrics.registry, ready, pings), settings)
     try:
         session = new_session(
             settings.user_agent,
-            worker_config(settings, owner).limits,
+            settings,
             address_policy=AddressPolicy(settings.allow_networks),
             lease_keep_alive=settings.keep_alive,
             ca_bundle=settings.ca_bundle,
@@ -308,7 +256,7 @@ async def _start(
     collection = Collection(store, pool, settings.user_agent, metrics.collection)
     webhook_session: aiohttp.ClientSession | None = None
     if settings.webhook_url and plans:  # one deliverer per machine, not one per process
-        webhook_session = new_session(settings.user_agent, worker_config(settings, owner).limits,
+        webhook_session = new_session(settings.user_agent, settings,
                                       address_policy=AddressPolicy(settings.allow_networks),
                                       ca_bundle=settings.ca_bundle)
         stack.push_async_callback(webhook_session.close)
@@ -349,8 +297,7 @@ class Daemon:
         self.webhook_session = webhook_session
         self.plans = plans
         self.log_stats = log_stats
-        self.worker_config = worker_config(settings, owner)
-        self.follower = PlanFollower(pool, self.worker_config, owner)
+        self.follower = PlanFollower(pool, settings, owner)
         self.session: aiohttp.ClientSession | None = None
         self.loop_task: asyncio.Task[None] | None = None
         self.supervisor = Supervisor(self._side_tasks())
@@ -381,7 +328,6 @@ class Daemon:
             config = PlannerConfig(
                 self.url,
                 self.follower.settings_policy,
-                planner_inputs(settings),
                 settings.planner_interval,
                 settings.log_level,
                 settings.log_json,
@@ -410,19 +356,17 @@ class Daemon:
     async def _read_sitemaps(self) -> None:
         """Sitemaps and feeds read again when due (crawler.daemon.sitemaps), under the plan
         this process follows."""
-        from crawler.daemon.sitemaps import SitemapKeeper
-
         assert self.session is not None
-        config = self.worker_config
+        follower = self.follower
         await SitemapKeeper(self.pool, self.session, self.settings, self.metrics, self.owner,
-                            lambda: config.schedule, config.limits).run()
+                            lambda: follower.schedule).run()
 
     async def ready(self) -> tuple[bool, str]:
         store = self.collection.store
         if store is not None and not store.health.writable:
             return False, store.health.describe() or "collection not writable"
         try:
-            revision = await database_revision(self.pool)
+            revision = await migrate.schema_revision(self.pool)
         except DB_ERRORS as exc:
             return False, f"database unreachable: {exc}"
         if revision != self.head:
@@ -439,10 +383,12 @@ class Daemon:
 
     async def serve(self, shutdown: Shutdown, duration: float | None) -> int:
         assert self.session is not None
-        worker = Worker(self.worker_config, self.pool, self.session, self.metrics,
+        follower = self.follower
+        worker = Worker(self.settings, self.owner, self.pool, self.session, self.metrics,
                         self.collection,
                         alerts=Alerts(self.pool, self.settings.alert_after_failures,
-                                      self.metrics.collection))
+                                      self.metrics.collection),
+                        schedule=lambda: follower.schedule)
         self.supervisor.start()
         self.loop_task = loop_task = asyncio.create_task(worker.run())
         started = time.monotonic()
@@ -470,8 +416,7 @@ class Daemon:
             released = await _release_leases(self.pool, self.owner)
             await self.supervisor.stop()
             with contextlib.suppress(*DB_ERRORS):
-                await asyncio.wait_for(self.pool.execute(QUERIES["daemon_stopped"], self.owner),
-                                       5.0)
+                await asyncio.wait_for(fleet.stopped(self.pool, self.owner), 5.0)
             log.info("stopped after %.0fs: %d fetches recorded, %d leases released",
                      time.monotonic() - started, worker.fetches_recorded, released)
         return code

@@ -1,11 +1,11 @@
 """Side task: read sitemaps and feeds again on their own schedule (issue 37, "keeping up").
 
 Every row of ``sitemaps`` has a next read time (``crawler.core.sitemap_schedule``: a file is
-a page whose change rate is estimated). The reader claims due files (``claim_due_sitemaps``:
+a page whose change rate is estimated). The reader claims due files (``db.claim_due``:
 their next read time moves a claim's length ahead, under a new fencing epoch, so two daemons
 never read one file at once and a reader whose claim ran out writes nothing), groups them by
 host, and reads each host's under the host's lease, taken exactly as the seeder takes it
-(``sitemap_lease_host``: no daemon sends the host a request while it is held, and a host a
+(``crawler.db.hostlease``: no daemon sends the host a request while it is held, and a host a
 daemon holds is waited for, then tried again later). Under the lease, a file is fetched like
 a page: after the host's politeness clock and backoff, through robots.txt (fetched and stored
 when stale) and the address policy, conditionally (its ETag and Last-Modified; a 304 is an
@@ -37,7 +37,6 @@ from collections.abc import Callable
 import aiohttp
 import asyncpg
 
-from crawler.commands.sitemaps import CUT_DEPTH, LEASE_SECONDS, Harvest, HostHold, record_hints
 from crawler.core import model
 from crawler.core.hostid import HostIdCollision
 from crawler.core.model import Observation, Outcome
@@ -54,6 +53,7 @@ from crawler.core.sitemap_schedule import SitemapRead as ReadSeen
 from crawler.core.sitemap_schedule import after_read, listing_digest
 from crawler.core.sitemaps import (
     ATOM,
+    CUT_DEPTH,
     INDEX,
     MAX_INDEX_DEPTH,
     RSS,
@@ -61,13 +61,14 @@ from crawler.core.sitemaps import (
     location_allows,
     location_prefixes,
 )
+from crawler.daemon.hosthold import LEASE_SECONDS, HostHold
 from crawler.db import frontier
 from crawler.db import sitemaps as db
 from crawler.db.errors import retried_later
 from crawler.db.frontier import Lease
-from crawler.db.queries import QUERIES
+from crawler.db.hostlease import LeasedHost, hold_host, lease_host
 from crawler.metrics import Events
-from crawler.net.fetch import FetchLimits, fetch_robots
+from crawler.net.fetch import fetch_robots
 from crawler.net.session import host_session
 from crawler.net.sitemapfetch import SitemapRead, read_sitemap
 from crawler.settings import Settings
@@ -138,7 +139,6 @@ class SitemapKeeper:
         events: Events,
         owner: str,
         policy: Callable[[], SchedulePolicy],
-        limits: FetchLimits,
     ) -> None:
         self.pool = pool
         self.session = session
@@ -146,7 +146,6 @@ class SitemapKeeper:
         self.events = events
         self.owner = f"{owner}:sitemaps"
         self.policy = policy
-        self.limits = limits
         self.filter = global_filter(settings.include, settings.exclude)
         self.token = product_token(settings.user_agent)
 
@@ -201,16 +200,15 @@ class SitemapKeeper:
         """The host's lease given back, when it can be (at shutdown the pool may close
         first): otherwise it expires."""
         with contextlib.suppress(Exception):
-            await self.pool.execute(QUERIES["sitemap_hold_host"], hold.host, hold.owner,
-                                    hold.epoch, hold.next_request, LEASE_SECONDS, True)
+            await hold_host(self.pool, hold.host, hold.owner, hold.epoch, hold.next_request,
+                            LEASE_SECONDS, True)
 
-    async def _lease(self, key: int) -> asyncpg.Record | None:
-        """The host's lease (its row as ``sitemap_lease_host`` returns it), asked for again
-        while another process holds it, up to ``HOST_WAIT_SECONDS``; None after that."""
+    async def _lease(self, key: int) -> LeasedHost | None:
+        """The host's lease (its row), asked for again while another process holds it, up
+        to ``HOST_WAIT_SECONDS``; None after that."""
         deadline = time.monotonic() + HOST_WAIT_SECONDS
         while True:
-            row: asyncpg.Record | None = await self.pool.fetchrow(
-                QUERIES["sitemap_lease_host"], key, self.owner, LEASE_SECONDS)
+            row = await lease_host(self.pool, key, self.owner, LEASE_SECONDS)
             if row is not None or time.monotonic() >= deadline:
                 return row
             await asyncio.sleep(HOST_POLL_SECONDS)
@@ -238,7 +236,7 @@ class SitemapKeeper:
         if not needs_fetch(state, time.time()):
             return
         await hold.turn()
-        fetched = await fetch_robots(session, hold.origin, self.limits)
+        fetched = await fetch_robots(session, hold.origin, self.settings)
         new_state = decide_robots(state, fetched, time.time(),
                                   cache_seconds=self.settings.robots_cache_seconds)
         hold.robots_state = new_state
@@ -249,6 +247,12 @@ class SitemapKeeper:
         lease = Lease(hold.host, hold.owner, hold.epoch, time.monotonic() + LEASE_SECONDS / 2)
         await frontier.store_robots(conn, lease, new_state, crawl_delay, next_request,
                                     rules_changed=rules_changed(state, new_state))
+        followed = await db.follow_robots(conn, hold.host, hold.origin,
+                                          state.body if state is not None else None,
+                                          new_state.body)
+        if followed:
+            log.info("robots.txt of %s names new sitemaps, read from now on: %s",
+                     hold.origin, ", ".join(followed))
         await hold.sent()
 
     async def read_one(self, hold: HostHold, session: aiohttp.ClientSession,
@@ -266,7 +270,7 @@ class SitemapKeeper:
             return
         await hold.turn()
         try:
-            read = await read_sitemap(session, row.url, self.limits, etag=row.state.etag,
+            read = await read_sitemap(session, row.url, self.settings, etag=row.state.etag,
                                       last_modified=row.state.last_modified)
         finally:
             await hold.sent()
@@ -337,7 +341,7 @@ class SitemapKeeper:
                                         now=read.fetched_at, seed_new=True)
         if hints:
             async with self.pool.acquire() as conn:
-                await record_hints(conn, hints, read.fetched_at)
+                await db.record_hints(conn, hints, read.fetched_at, self.settings)
         if change.added or change.dropped:
             log.info("sitemap %s: %d listed, %d newly listed (%d new URLs), %d no longer "
                      "listed (%d URLs unlisted)", row.url, len(accepted), change.added,
@@ -359,53 +363,3 @@ class SitemapKeeper:
         if not await db.record_read(self.pool, row, values):
             log.warning("sitemap %s: read, but another reader claimed it meanwhile; its "
                         "record is that reader's", row.url)
-
-
-async def record_seeded(pool: asyncpg.Pool, harvest: Harvest, now: float,
-                        settings: Settings) -> None:
-    """After ``crawler seed --sitemaps``: each file read is recorded as the daemon records a
-    read (its first, or one more when it was read before): its schedule, and what it lists,
-    so that its next read tells what it added and dropped. The seeder has seeded every URL
-    itself; a URL the patterns turned away is no part of a listing."""
-    from crawler.config import schedule_policy
-
-    policy = schedule_policy(settings)
-    parents: dict[str, str] = {}
-    for report in harvest.files:
-        read = report.read
-        if read is not None and read.kind == INDEX:
-            for entry in read.entries:
-                parents.setdefault(entry.url, report.url)
-    for report in harvest.files:
-        row = await db.sitemap_state(pool, report.url)
-        if row is None:
-            continue
-        read = report.read
-        if read is None:  # not requested: its host refused, or robots.txt disallowed it
-            outcome = (Outcome.DISALLOWED if report.error == "disallowed by robots.txt"
-                       else Outcome.BLOCKED)
-            seen = ReadSeen(now, outcome)
-        else:
-            outcome = Outcome(read.outcome)
-            seen = ReadSeen(read.fetched_at, outcome, read.status,
-                            listing_digest(read.entries) if outcome == model.OK else None,
-                            read.etag, read.last_modified)
-        after = after_read(row.state, seen, policy,
-                           max_interval_seconds=settings.sitemap_max_interval)
-        counts: dict[str, int] = {}
-        if read is not None and outcome == model.OK and read.kind != INDEX:
-            allowed = location_prefixes(report.url, report.robots_origin)
-            taken = harvest.urls
-            urls = [e.url for e in read.entries if e.url in taken and e.url.startswith(allowed)]
-            whole = read.kind is not None and read.error is None and read.cut is None
-            change = await db.apply_listing(pool, row, urls, whole=whole, now=seen.fetched_at,
-                                            seed_new=False)
-            counts = {"added": change.added, "dropped": change.dropped}
-        source = db.INDEX if report.depth else (db.ROBOTS if report.robots_origin else db.SEED)
-        values = db.read_values(
-            after, read_at=seen.fetched_at, status=seen.status,
-            kind=read.kind if read is not None else None, source=source,
-            found_on=parents.get(report.url) if report.depth else None, cut=report.cut,
-            error=report.error, repaired=read.repaired if read is not None else None,
-            **counts)
-        await db.record_read(pool, row, values)

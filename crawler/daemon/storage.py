@@ -16,10 +16,12 @@ from pathlib import Path
 
 import asyncpg
 
+from crawler.db import fleet
+from crawler.db.collection import mark_damaged_at
 from crawler.db.errors import retried_later
-from crawler.db.queries import QUERIES
 from crawler.metrics import CollectionMetrics
 from crawler.store.durable import PROBE_SECONDS, DurableStore
+from crawler.store.verify import verify_collection
 from crawler.store.warc import Recovered
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,7 @@ async def watch_storage(
             if metrics is not None:
                 metrics.storage_state(None if health.fault is None else health.fault.kind)
             with retried_later("publishing the storage state", log):
-                await pool.execute(QUERIES["set_storage_fault"], owner, health.describe())
+                await fleet.set_storage_fault(pool, owner, health.describe())
                 published, published_at = changes, now
         await asyncio.sleep(interval)
 
@@ -64,7 +66,7 @@ async def _mark_unreadable(
     while found:
         file, offset, kind = found[0]
         with retried_later("marking a damaged record", log):
-            await pool.execute(QUERIES["mark_damaged_at"], file, offset, kind)
+            await mark_damaged_at(pool, file, offset, kind)
             found.pop(0)
             store.health.damaged_found += 1
             if metrics is not None:
@@ -81,8 +83,6 @@ async def mark_recovered_damage(
 ) -> None:
     """At start: the index rows of files a crashed writer left damaged mid-file (complete
     records after the damage, so nothing was cut) checked and the damaged ones marked."""
-    from crawler.store.verify import verify_collection
-
     for one in recovered:
         if one.damaged_at is None:
             continue

@@ -47,9 +47,9 @@ import aiohttp
 import asyncpg
 
 from crawler.core.signing import secret_key, signed_headers
+from crawler.db import outbox
 from crawler.db.connect import connect
 from crawler.db.errors import DB_ERRORS, retried_later
-from crawler.db.queries import QUERIES
 from crawler.metrics import CollectionMetrics
 from crawler.net.fetch import canonical_url
 from crawler.net.ssrf import is_address_blocked
@@ -117,37 +117,32 @@ class WebhookDelivery:
 
     async def start(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> int:
         """The id this webhook starts after (recorded now when it is new)."""
-        db = self.pool if conn is None else conn
-        start = await db.fetchval(QUERIES["webhook_start"], self.configured_url)
-        if start is None:  # recorded by another daemon in the same instant: read it
-            start = await db.fetchval(QUERIES["webhook_start"], self.configured_url)
-        assert start is not None
-        self.start_id = int(start)
+        self.start_id = await outbox.webhook_start(self.pool if conn is None else conn,
+                                                   self.configured_url)
         return self.start_id
 
     async def take(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> bool:
         """Take the delivery lease if no one holds it; whether this daemon holds it now."""
         db = self.pool if conn is None else conn
         sent = time.monotonic()
-        row = await db.fetchrow(QUERIES["delivery_take"], self.owner, self.lease_seconds)
-        if row is None:
+        lease = await outbox.take_delivery(db, self.owner, self.lease_seconds)
+        if lease is None:
             self.epoch = None
             return False
-        self.epoch = int(row["epoch"])
-        self.expires_monotonic = sent + float(row["lease_seconds"])
+        self.epoch = lease.epoch
+        self.expires_monotonic = sent + lease.seconds
         log.info("webhook %s: delivering (lease epoch %d)", self.url, self.epoch)
         return True
 
     async def _renew(self, db: asyncpg.Connection | asyncpg.Pool) -> None:
         sent = time.monotonic()
-        row = None
+        seconds = None
         if self.epoch is not None and sent < self.expires_monotonic:
-            row = await db.fetchrow(QUERIES["delivery_renew"], self.owner, self.epoch,
-                                    self.lease_seconds)
-        if row is None:
+            seconds = await outbox.renew_delivery(db, self.owner, self.epoch, self.lease_seconds)
+        if seconds is None:
             self._lost("it expired before it was renewed")
-        assert row is not None
-        self.expires_monotonic = sent + float(row["lease_seconds"])
+        assert seconds is not None
+        self.expires_monotonic = sent + seconds
 
     def _lost(self, why: str) -> None:
         log.warning("webhook %s: delivery lease (epoch %s) lost: %s; another daemon delivers",
@@ -172,9 +167,7 @@ class WebhookDelivery:
         if self.epoch is None:
             return
         epoch, self.epoch = self.epoch, None
-        await (self.pool if conn is None else conn).execute(
-            QUERIES["delivery_release"], self.owner, epoch
-        )
+        await outbox.release_delivery(self.pool if conn is None else conn, self.owner, epoch)
 
     # --- delivering -------------------------------------------------------------------------
 
@@ -202,35 +195,34 @@ class WebhookDelivery:
         db = self.pool if conn is None else conn
         if self.start_id is None:
             await self.start(db)
-        rows = await db.fetch(QUERIES["pending_events"], self.batch, self.start_id)
+        assert self.start_id is not None
+        rows = await outbox.pending_events(db, self.batch, self.start_id)
         now = time.time()
         blocked: set[int] = set()
         delivered = 0
         for row in rows:
-            if row["url_id"] in blocked:
+            if row.url_id in blocked:
                 continue  # an earlier event of this URL waits: keep the order
-            due = row["next_attempt_at"]
+            due = row.next_attempt_at
             if due is not None and due.timestamp() > now:
-                blocked.add(row["url_id"])
+                blocked.add(row.url_id)
                 continue
             await self._lease_for_request(db)
-            error = await self.post(row["id"], event_body(row["id"], row["payload"]))
+            error = await self.post(row.id, event_body(row.id, row.payload))
             if error is None:
-                if await db.fetchval(QUERIES["mark_event_delivered"], row["id"], self.owner,
-                                     self.epoch) is None:
+                if not await outbox.mark_delivered(db, row.id, self.owner, self.epoch):
                     self._lost("fenced off while marking an event delivered")
                 self.metrics.events_delivered.inc()
                 delivered += 1
                 self._down_streak = 0
                 continue
             self.metrics.delivery_failures.inc()
-            blocked.add(row["url_id"])
-            delay = retry_delay(row["attempts"] + 1, self.max_backoff, random.random())
-            if await db.fetchval(
-                QUERIES["mark_event_failed"], row["id"],
-                dt.datetime.fromtimestamp(time.time() + delay, dt.UTC), error,
+            blocked.add(row.url_id)
+            delay = retry_delay(row.attempts + 1, self.max_backoff, random.random())
+            if not await outbox.mark_failed(
+                db, row.id, dt.datetime.fromtimestamp(time.time() + delay, dt.UTC), error,
                 self.owner, self.epoch,
-            ) is None:
+            ):
                 self._lost("fenced off while marking an attempt failed")
             if error.startswith(("unreachable", "ssrf")):
                 # The receiver itself is away: back off as a whole, not URL by URL.
@@ -247,11 +239,12 @@ class WebhookDelivery:
         db = self.pool if conn is None else conn
         if self.start_id is None:
             await self.start(db)
-        row = await db.fetchrow(QUERIES["outbox_summary"], self.start_id)
-        if row is None:
+        assert self.start_id is not None
+        summary = await outbox.outbox_summary(db, self.start_id)
+        if summary is None:
             return
-        self.metrics.events_pending.set(row["pending"])
-        oldest = row["oldest_created_at"]
+        self.metrics.events_pending.set(summary.pending)
+        oldest = summary.oldest_created_at
         self.metrics.oldest_pending_age.set(
             0.0 if oldest is None else max(0.0, time.time() - oldest.timestamp())
         )

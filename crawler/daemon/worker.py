@@ -21,10 +21,10 @@ import aiohttp
 import asyncpg
 
 from crawler.core.alerts import failure_kind
-from crawler.core.backoff import CircuitBreaker, HostHealth
+from crawler.core.backoff import HostHealth
 from crawler.core.model import AnyErrorKind, ErrorKind, FetchResult, Outcome, UrlRecord
 from crawler.core.observe import needs_baseline
-from crawler.core.patterns import UrlFilter
+from crawler.core.patterns import global_filter
 from crawler.core.robots import (
     DISALLOW_ALL,
     UNREACHABLE,
@@ -32,16 +32,11 @@ from crawler.core.robots import (
     RobotsPolicy,
     decide_robots,
     needs_fetch,
+    product_token,
     rules_changed,
 )
 from crawler.core.schedule import SchedulePolicy
-from crawler.core.transition import (
-    HostContext,
-    Transition,
-    TransitionConfig,
-    forbidden,
-    transition,
-)
+from crawler.core.transition import HostContext, Transition, forbidden, transition
 from crawler.daemon.alerts import Alerts
 from crawler.daemon.recorder import Recorder
 from crawler.db import frontier
@@ -54,12 +49,12 @@ from crawler.db.errors import (
 )
 from crawler.db.frontier import HostClaim, Lease, LeaseLost
 from crawler.db.record import ExtraWrite
-from crawler.db.sitemaps import page_feeds
+from crawler.db.sitemaps import follow_robots, page_feeds
 from crawler.logs import log_fetch
 from crawler.metrics import Events
-from crawler.net.fetch import FetchLimits, fetch, fetch_robots
+from crawler.net.fetch import fetch, fetch_robots
 from crawler.net.session import close_host_session, open_host_session
-from crawler.settings import LEASE_MARGIN_SECONDS
+from crawler.settings import LEASE_MARGIN_SECONDS, Settings
 from crawler.store.collect import Collection
 from crawler.store.health import StorageHealth, not_stored_kind
 
@@ -67,42 +62,7 @@ log = logging.getLogger(__name__)
 
 DB_RETRY_MAX_SECONDS = 30.0
 # How a page is requested (crawler.net.fetch.fetch in the daemon).
-Fetcher = Callable[[aiohttp.ClientSession, UrlRecord, FetchLimits], Awaitable[FetchResult]]
-
-
-@dataclass
-class WorkerConfig:
-    """The worker's settings, built from ``Settings`` by ``crawler.daemon.config.worker_config``
-    (no defaults here: the settings are the one source of every default)."""
-
-    owner: str
-    concurrency: int
-    claim_batch_hosts: int
-    claim_urls_per_host: int
-    lease_seconds: float
-    poll_interval: float
-    politeness_delay: float
-    simhash_threshold: int
-    robots_token: str
-    max_crawl_delay: float
-    robots_cache_seconds: float
-    breaker: CircuitBreaker
-    max_outlinks: int
-    max_depth: int
-    limits: FetchLimits
-    schedule: SchedulePolicy  # replaced by the planner as it re-solves
-    url_filter: UrlFilter  # CRAWLER_INCLUDE / CRAWLER_EXCLUDE
-
-    def transition_config(self) -> TransitionConfig:
-        """The policy of one fetch's transition (the planner may have replaced ``schedule``)."""
-        return TransitionConfig(
-            simhash_threshold=self.simhash_threshold,
-            max_outlinks=self.max_outlinks,
-            max_depth=self.max_depth,
-            breaker=self.breaker,
-            schedule=self.schedule,
-            url_filter=self.url_filter,
-        )
+Fetcher = Callable[[aiohttp.ClientSession, UrlRecord, Settings], Awaitable[FetchResult]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +78,8 @@ class HostGate:
 class Worker:
     def __init__(
         self,
-        config: WorkerConfig,
+        settings: Settings,
+        owner: str,
         pool: asyncpg.Pool,
         session: aiohttp.ClientSession,
         events: Events,
@@ -126,8 +87,17 @@ class Worker:
         *,
         fetcher: Fetcher = fetch,
         alerts: Alerts | None = None,
+        schedule: Callable[[], SchedulePolicy] | None = None,
     ) -> None:
-        self.config = config
+        self.settings = settings
+        self.owner = owner  # the name this daemon holds leases under
+        # Derived from the settings once, for every host and fetch.
+        self.robots_token = product_token(settings.user_agent)
+        self.url_filter = global_filter(settings.include, settings.exclude)
+        # The plan in force, the only thing that changes while the worker runs (the plan
+        # follower's, crawler.daemon.follow); None: the settings' policy, no plan.
+        settings_policy = SchedulePolicy(settings)
+        self.schedule = schedule if schedule is not None else lambda: settings_policy
         self.alerts = alerts  # failing / recovered / region_missing events; None: none
         self.collection = collection
         self.pool = pool
@@ -139,7 +109,7 @@ class Worker:
         self._wake = asyncio.Event()
         self.fetches_recorded = 0
         # Many host tasks' fetches, one transaction; the policy in force for their hint tests.
-        self.recorder = Recorder(pool, schedule=lambda: self.config.schedule)
+        self.recorder = Recorder(pool, schedule=self.schedule)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -147,7 +117,7 @@ class Worker:
 
     async def run(self) -> None:
         """Claim and dispatch until stopped. In-flight hosts are the caller's to drain."""
-        cfg = self.config
+        cfg = self.settings
         while not self.stopping.is_set():
             health = self.storage_health
             if health is not None and not health.writable:
@@ -163,7 +133,7 @@ class Worker:
                 claims = await self._with_db_retry(
                     lambda: frontier.claim(
                         self.pool,
-                        cfg.owner,
+                        self.owner,
                         max_hosts=batch,  # noqa: B023 - awaited before the loop moves on
                         urls_per_host=cfg.claim_urls_per_host,
                         lease_seconds=cfg.lease_seconds,
@@ -191,7 +161,7 @@ class Worker:
 
     async def _wait_writable(self, health: StorageHealth) -> None:
         stop = asyncio.create_task(self.stopping.wait())
-        writable = asyncio.create_task(health.wait_writable(self.config.poll_interval))
+        writable = asyncio.create_task(health.wait_writable(self.settings.poll_interval))
         try:
             await asyncio.wait([stop, writable], return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -205,8 +175,8 @@ class Worker:
         self._wake.set()
 
     async def _sleep_until_work(self) -> None:
-        timeout = self.config.poll_interval
-        if len(self.host_tasks) < self.config.concurrency:
+        timeout = self.settings.poll_interval
+        if len(self.host_tasks) < self.settings.concurrency:
             with retried_later("the idle wake", log):
                 due = await frontier.earliest_due(self.pool)
                 if due is not None:
@@ -238,12 +208,11 @@ class Worker:
         """Whether a request started now ends before the lease does (by the database's clock,
         carried on the monotonic clock), with a margin for recording it."""
         remaining = host.lease.remaining_seconds(time.monotonic())
-        return remaining > self.config.limits.total_timeout + LEASE_MARGIN_SECONDS
+        return remaining > self.settings.total_timeout + LEASE_MARGIN_SECONDS
 
     async def _drain(self, host: HostClaim, session: aiohttp.ClientSession) -> bool:
         """Fetch and record the host's URLs in turn; True when the last URL's record gave
         the host back (no release needed after it)."""
-        cfg = self.config
         if not host.urls or not self._lease_allows_request(host):
             # No due URL left (removed, or rescheduled, since the host was last made ready):
             # given back untouched, without a request to the host, not even for robots.txt.
@@ -270,7 +239,7 @@ class Worker:
                 break
             if self._storage_faulted():
                 break  # its answer could not be stored: the host waits for the store
-            result = await self.fetcher(session, record, cfg.limits)
+            result = await self.fetcher(session, record, self.settings)
             if (result.error_kind == ErrorKind.SSRF and not result.redirects
                     and not refusal_noted):
                 # The host's own address refused while its robots.txt is still fresh (fetched
@@ -304,11 +273,11 @@ class Worker:
         None when robots.txt is unreachable: RFC 9309 says complete disallow, so the host
         waits, backed off until the robots.txt retry, and its URLs stay due.
         """
-        cfg = self.config
+        cfg = self.settings
         state = host.robots
         next_request_at = 0.0
         if state is None or needs_fetch(state, time.time()):
-            fetched = await fetch_robots(session, host.origin, cfg.limits)
+            fetched = await fetch_robots(session, host.origin, cfg)
             await self._note_refusal(host, fetched.error_kind)
             await self._count_robots(host, fetched)
             if (fetched.outcome == UNREACHABLE
@@ -319,7 +288,7 @@ class Worker:
             )
         else:
             new_state = state
-        policy = RobotsPolicy.from_state(new_state, cfg.robots_token)
+        policy = RobotsPolicy.from_state(new_state, self.robots_token)
         crawl_delay, capped = policy.crawl_delay(cfg.max_crawl_delay)
         delay = max(cfg.politeness_delay, crawl_delay or 0.0)
         if new_state is not state:
@@ -331,6 +300,13 @@ class Worker:
                 self.pool, host.lease, new_state, crawl_delay, next_request_at,
                 rules_changed=changed,
             ), lease=host.lease)
+            before = state.body if state is not None else None
+            followed = await self._with_db_retry(lambda: follow_robots(
+                self.pool, host.host_id, host.origin, before, new_state.body,
+            ), lease=host.lease)
+            if followed:
+                log.info("robots.txt of %s names new sitemaps, read from now on: %s",
+                         host.origin, ", ".join(followed))
         if policy.mode == DISALLOW_ALL:
             until = new_state.expires_at
             await self._with_db_retry(
@@ -396,7 +372,7 @@ class Worker:
                 record = await self.collection.rebased(record)
             parse_started = time.perf_counter()
             done = transition(
-                record, result, host, self.config.transition_config(),
+                record, result, host, self.schedule(), url_filter=self.url_filter,
                 now=time.time(), rng_value=random.random(),
                 robots_expires_at=gate.robots_expires_at,
             )
@@ -479,7 +455,7 @@ class Worker:
             outcome=Outcome.BLOCKED, error_kind=error_kind,
         )
         return transition(
-            record, failed, host, self.config.transition_config(),
+            record, failed, host, self.schedule(), url_filter=self.url_filter,
             now=time.time(), rng_value=random.random(),
             robots_expires_at=gate.robots_expires_at,
         )

@@ -13,10 +13,10 @@ connection is opened by ``connect`` or ``create_pool`` here, which strip it and 
 off; a plain ``asyncpg.connect`` would fail on it (unknown server setting) rather than run
 with the cache on.
 
-Those two functions also choose the statements of ``crawler.db.queries``: on a database with
-the citus extension, the Citus variants (``use_citus``). The extension is looked up once per
-database URL and process, by the first connection or pool opened on it, before any statement
-of the crawler runs there.
+Those two functions also give each connection the statements of ``crawler.db.queries`` its
+database runs: on a database with the citus extension, the Citus variants
+(``EngineConnection``). The extension is looked up once per database URL and process, by the
+first connection opened on it, before any statement of the crawler runs there.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
-from crawler.db.queries import use_citus
+from crawler.db.queries import CITUS_STATEMENTS, PLAIN_QUERIES, EngineConnection
 from crawler.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -127,6 +127,10 @@ def _options(url: str) -> tuple[str, dict[str, Any]]:
 async def connect(url: str, **kwargs: Any) -> asyncpg.Connection:
     """``asyncpg.connect`` honouring the PgBouncer marker of ``database_url``."""
     plain, options = _options(url)
+    # A caller may pass its own class (a test's connection that switches servers), but it
+    # must hold a statement set as EngineConnection does.
+    kwargs.setdefault("connection_class", EngineConnection)
+    assert issubclass(kwargs["connection_class"], EngineConnection)
     conn: asyncpg.Connection = await asyncpg.connect(plain, **options, **kwargs)
     try:
         await _choose_statements(conn, plain)
@@ -177,24 +181,26 @@ async def create_pool(
     plain, options = _options(url)
     if custom_plans and not is_pgbouncer(url):
         options["server_settings"] = {"plan_cache_mode": "force_custom_plan"}
-    pool = await asyncpg.create_pool(plain, min_size=min_size, max_size=max_size, **options)
+
+    async def init(conn: asyncpg.Connection) -> None:
+        await _choose_statements(conn, plain)
+
+    pool = await asyncpg.create_pool(
+        plain, min_size=min_size, max_size=max_size, connection_class=EngineConnection,
+        init=init, **options,
+    )
     assert pool is not None
-    try:
-        await _choose_statements(pool, plain)
-    except BaseException:
-        await pool.close()
-        raise
     return pool
 
 
 CITUS_CHECK = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"
 
 
-async def _choose_statements(conn: asyncpg.Connection | asyncpg.Pool, url: str) -> None:
-    """The Citus variants of the statements when the database has the extension (see the
-    module); asked once per URL."""
+async def _choose_statements(conn: EngineConnection, url: str) -> None:
+    """``conn`` runs the Citus variants of the statements when its database has the
+    extension (see the module); asked once per URL."""
     if url not in _citus:
         _citus[url] = bool(await conn.fetchval(CITUS_CHECK))
         if _citus[url]:
             log.info("the database has the citus extension: running its statement variants")
-    use_citus(_citus[url])
+    conn.statements = CITUS_STATEMENTS if _citus[url] else PLAIN_QUERIES

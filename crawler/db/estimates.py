@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import asyncpg
 
+from crawler.db import fleet
 from crawler.db.queries import QUERIES
 
 EXACT_BELOW_ROWS = 100_000
@@ -145,7 +146,7 @@ async def frontier_figures(
         )
     # Here, not at the top: the schema module loads SQLAlchemy, which `crawler status` (this
     # module's other user) does not need.
-    from crawler.db.schema import URL_STATES
+    from crawler.db.schema import URL_STATES  # heavy: sqlalchemy, for its table of states
 
     states = {
         state: await estimated_rows(conn, QUERIES["estimate_urls_in_state"], state)
@@ -163,3 +164,16 @@ async def frontier_figures(
         estimated=True,
         due_paused=paused_due,
     )
+
+
+async def fleet_figures(
+    pool: asyncpg.Pool, breaker_failure_threshold: int, claim_seconds: float
+) -> FrontierFigures | None:
+    """The figures a daemon publishes: sampled here and stored when no daemon of the fleet
+    sampled in the last ``claim_seconds`` (one samples for all), else the stored ones (None
+    before the first sample)."""
+    if await fleet.claim_job(pool, "sampler", claim_seconds):
+        figures = await frontier_figures(pool, breaker_failure_threshold)
+        await fleet.store_state(pool, figures.as_state())
+        return figures
+    return FrontierFigures.from_state(await fleet.load_state(pool))

@@ -27,6 +27,7 @@ from crawler.core.periodic import PeriodicModel
 from crawler.core.region import effective_region
 from crawler.core.robots import RobotsState
 from crawler.core.transition import Transition
+from crawler.db import queries
 from crawler.db.queries import QUERIES
 
 UTC = dt.UTC
@@ -336,7 +337,7 @@ async def _seed_batch(
         await conn.copy_records_to_table(
             "seed_staging_hosts", records=hosts, columns=SEED_HOST_COLUMNS
         )
-        collisions = await conn.fetch(QUERIES["seed_hosts_from_staging"], due)
+        collisions = await queries.fetch(conn, "seed_hosts_from_staging", due)
         if collisions:
             c = collisions[0]
             raise HostIdCollision(c["host_id"], c["origin"], c["existing"])
@@ -346,8 +347,8 @@ async def _seed_batch(
         # asks has_parameter_privilege, which PostgreSQL 15 introduced: before it, the checks
         # simply run.
         if conn.get_server_version().major >= 15:
-            await conn.fetchval(QUERIES["skip_redundant_checks"])
-        inserted = int(await conn.fetchval(QUERIES["seed_urls_from_staging"], due))
+            await queries.fetchval(conn, "skip_redundant_checks")
+        inserted = int(await queries.fetchval(conn, "seed_urls_from_staging", due))
         made_due = 0
         if inserted < len(records):
             made_due = await _make_known_due(conn, records, due, hosts)
@@ -595,8 +596,8 @@ async def claim(
     daemon thinks, never earlier.
     """
     sent = time.monotonic()
-    rows = await conn.fetch(
-        QUERIES["claim_due_work"], max_hosts, owner, urls_per_host, float(lease_seconds)
+    rows = await queries.fetch(
+        conn, "claim_due_work", max_hosts, owner, urls_per_host, float(lease_seconds)
     )
     claims: dict[int, HostClaim] = {}
     for row in rows:
@@ -716,7 +717,7 @@ async def record_fetches(
     """
     if not rows:
         return {}
-    result = await conn.fetch(QUERIES["record_fetches"], rows)
+    result = await queries.fetch(conn, "record_fetches", rows)
     return {r["url_id"]: bool(r["written"]) for r in result}
 
 
@@ -757,8 +758,8 @@ async def release_hosts(
     that had expired or moved on is not released)."""
     if not leases:
         return set()
-    rows = await conn.fetch(
-        QUERIES["release_hosts"], [lease.host_id for lease in leases],
+    rows = await queries.fetch(
+        conn, "release_hosts", [lease.host_id for lease in leases],
         [lease.owner for lease in leases], [lease.epoch for lease in leases],
     )
     return {r["id"] for r in rows}
@@ -781,8 +782,8 @@ async def refresh_hosts(conn: asyncpg.Connection | asyncpg.Pool, hosts: set[int]
     in the set for the caller to try again."""
     ordered = sorted(hosts)
     for first in range(0, len(ordered), HOST_REFRESH_BATCH):
-        done = await conn.fetch(QUERIES["refresh_host_due"],
-                                ordered[first:first + HOST_REFRESH_BATCH])
+        done = await queries.fetch(conn, "refresh_host_due",
+                                   ordered[first:first + HOST_REFRESH_BATCH])
         hosts.difference_update(r["id"] for r in done)
 
 

@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import asyncpg
+
 from crawler.db.connect import sqlalchemy_url
 
 if TYPE_CHECKING:
@@ -96,3 +98,25 @@ def alembic_head_revision() -> str | None:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config("postgresql://x@/x")).get_current_head()
+
+
+async def schema_revision(conn: asyncpg.Connection | asyncpg.Pool) -> str | None:
+    """The schema's Alembic revision, None before the first migration.
+
+    Read with asyncpg rather than through Alembic's SQLAlchemy engine: a query cancelled by a
+    signal then closes quietly (SQLAlchemy logs a traceback for a cancelled connect).
+    """
+    try:
+        revision: str | None = await conn.fetchval("SELECT version_num FROM alembic_version")
+    except asyncpg.UndefinedTableError:
+        return None
+    return revision
+
+
+def revision_problem(current: str | None, where: str) -> str | None:
+    """Why a database at revision ``current`` cannot serve this code (one line naming the
+    command that fixes it), None when it is at the scripts' head."""
+    head = head_revision()
+    if current == head:
+        return None
+    return f"database {where} is at revision {current}, not {head}: run `crawler db upgrade`"

@@ -25,13 +25,16 @@ import numpy as np
 from crawler.core.budget import estimated_population, fleet_budget_per_day, id_strata
 from crawler.core.estimate import ChangeHistory
 from crawler.core.model import SECONDS_PER_DAY
-from crawler.core.planning import PlannerInputs, Sample
+from crawler.core.planning import Sample
 from crawler.core.replan import current_rates, moved_urls, replanned
 from crawler.core.schedule import SchedulePolicy
 from crawler.core.stored_plan import Plan, plan_document, plan_from_row
+from crawler.db import fleet, queries
 from crawler.db.connect import create_pool
+from crawler.db.fleet import HEARTBEAT_SECONDS
 from crawler.db.frontier import record_from_row, refresh_hosts, to_datetime
 from crawler.db.queries import QUERIES
+from crawler.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +80,7 @@ async def achieved_per_day(pool: asyncpg.Pool, window_seconds: float) -> float:
 async def round_ended(pool: asyncpg.Pool, seconds: float) -> None:
     """When the round ended (updated_at) and how long it took: figures for operators and
     tests."""
-    await pool.execute(QUERIES["store_planner_state"], ["round_seconds"], [seconds])
+    await fleet.store_state(pool, {"round_seconds": seconds})
 
 
 async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -> Sample:
@@ -100,8 +103,8 @@ async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -
     for first in range(0, n, STRATA_PER_STATEMENT):
         last = min(n, first + STRATA_PER_STATEMENT)
         statement_started = time.monotonic()
-        for row in await pool.fetch(
-            QUERIES["planner_sample"],
+        for row in await queries.fetch(
+            pool, "planner_sample",
             strata.starts[first:last].tolist(),
             strata.ends[first:last].tolist(),
             URLS_PER_STRATUM,
@@ -127,7 +130,7 @@ async def _read_whole(pool: asyncpg.Pool, min_id: int, max_id: int, size: int) -
     start = min_id
     while True:
         statement_started = time.monotonic()
-        got = await pool.fetch(QUERIES["planner_sample"], [start], [max_id + 1], chunk)
+        got = await queries.fetch(pool, "planner_sample", [start], [max_id + 1], chunk)
         for row in got:
             rows.add(row)
             start = max(start, row["id"] + 1)
@@ -194,14 +197,14 @@ async def _rest(work_started: float, per_work: float) -> None:
     await asyncio.sleep(per_work * (time.monotonic() - work_started))
 
 
-async def fleet_budget(pool: asyncpg.Pool, inputs: PlannerInputs) -> float:
+async def fleet_budget(pool: asyncpg.Pool, settings: Settings) -> float:
     """The derived budget: what politeness allows across the hosts the whole fleet can work."""
     fleet = await pool.fetchrow(
-        QUERIES["fleet_concurrency"], HEARTBEATS_TO_LIVE * inputs.heartbeat_seconds
+        QUERIES["fleet_concurrency"], HEARTBEATS_TO_LIVE * HEARTBEAT_SECONDS
     )
-    concurrency = max(inputs.concurrency, int(fleet["concurrency"]) if fleet else 0)
+    concurrency = max(settings.concurrency, int(fleet["concurrency"]) if fleet else 0)
     rates = await pool.fetchrow(
-        QUERIES["fleet_host_rates"], inputs.politeness_delay, concurrency
+        QUERIES["fleet_host_rates"], settings.politeness_delay, concurrency
     )
     assert rates is not None
     return fleet_budget_per_day(rates["all_per_day"], rates["busiest_per_day"])
@@ -211,6 +214,12 @@ async def latest_plan(conn: asyncpg.Connection | asyncpg.Pool) -> Plan | None:
     """The newest stored plan, None before the first."""
     row = await conn.fetchrow(QUERIES["latest_plan"])
     return None if row is None else plan_from_row(row)
+
+
+async def latest_plan_version(conn: asyncpg.Connection | asyncpg.Pool) -> int | None:
+    """The newest stored plan's version (a primary-key lookup), None before the first."""
+    version: int | None = await conn.fetchval(QUERIES["latest_plan_version"])
+    return version
 
 
 async def store_plan(pool: asyncpg.Pool, plan: Plan) -> Plan:
@@ -312,7 +321,7 @@ async def _reschedule_ids(
         change.append(schedule.change_rate_per_day)
     if not due_ids:
         return 0, set()
-    touched = await pool.fetch(
-        QUERIES["reschedule_urls"], due_ids, due_at, rates, last, change, due_hosts
+    touched = await queries.fetch(
+        pool, "reschedule_urls", due_ids, due_at, rates, last, change, due_hosts
     )
     return len(touched), {r["host_id"] for r in touched}

@@ -1,18 +1,26 @@
-"""The named SQL statements of ``queries.sql``, parsed once.
+"""The named SQL statements of ``queries.sql``, parsed once, and their Citus variants.
 
-``QUERIES`` is the one mapping every caller reads. On a database with the citus extension,
-``crawler.db.connect`` calls ``use_citus(True)`` when it opens the process's pool or
-connection, which puts the statements of ``queries_citus.sql`` (the few Citus refuses, written
-as Citus runs them, with the same parameters and result columns) in place of the plain ones;
-plain PostgreSQL keeps the plain statements. A process talks to one database, so one mapping
-per process is enough.
+``QUERIES`` holds the statements both engines run as written, and is never changed. A few
+statements Citus refuses have a variant in ``queries_citus.sql`` (``VARIED``: same name, same
+parameters and result columns). Which of the two a connection runs is the connection's own:
+``crawler.db.connect`` opens every product connection as an ``EngineConnection`` holding the
+statement set of its database (``CITUS_STATEMENTS`` on a database with the citus extension,
+else ``PLAIN_QUERIES``), and the db layer reads a varied statement through
+``statements(conn)`` or ``fetch``/``fetchval`` here. A connection opened otherwise (a test's
+plain ``asyncpg`` connection) runs the plain statements. Plain PostgreSQL keeps statements
+of its own because the variants' one-host-per-statement locking costs it more
+(bench/bench_variants.py: 8-12% per claim, 7-9% per record batch).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from importlib import resources
-from typing import LiteralString, cast
+from types import MappingProxyType
+from typing import Any, LiteralString, cast
+
+import asyncpg
 
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -27,8 +35,10 @@ def parse_queries(sql: str) -> dict[str, LiteralString]:
     return queries
 
 
-def _read(name: str) -> dict[str, LiteralString]:
-    return parse_queries(resources.files("crawler.db").joinpath(name).read_text())
+def _read(name: str) -> Mapping[str, LiteralString]:
+    return MappingProxyType(
+        parse_queries(resources.files("crawler.db").joinpath(name).read_text())
+    )
 
 
 PLAIN_QUERIES = _read("queries.sql")
@@ -37,30 +47,82 @@ _unknown = CITUS_QUERIES.keys() - PLAIN_QUERIES.keys()
 if _unknown:  # a variant replaces a statement, never adds one
     raise ValueError(f"Citus variants of unknown statements: {sorted(_unknown)}")
 
-QUERIES: dict[str, LiteralString] = dict(PLAIN_QUERIES)
+VARIED = frozenset(CITUS_QUERIES)
 
 
-# Set by tests: the variants (or the plain statements) whatever the database says.
-_forced: bool | None = None
+class _Unvaried(Mapping[str, LiteralString]):
+    """The statements both engines run as written. A statement of VARIED is not one of them:
+    asked for, it says where it is read (a KeyError, not the plain text run on Citus)."""
+
+    def __init__(self, every: Mapping[str, LiteralString]) -> None:
+        self._every = every
+
+    def __getitem__(self, name: str) -> LiteralString:
+        if name in VARIED:
+            raise KeyError(f"{name!r} has a Citus variant: run it through "
+                           "crawler.db.queries.fetch/fetchval, or statements(conn)")
+        return self._every[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._every if name not in VARIED)
+
+    def __len__(self) -> int:
+        return len(self._every) - len(VARIED)
 
 
-def use_citus(enabled: bool) -> None:
-    """Run the Citus variants (``enabled``) or the plain statements, from now on, in this
-    process. The mapping is changed in place: modules hold it by reference."""
-    if _forced is not None:
-        enabled = _forced
-    source = CITUS_QUERIES if enabled else PLAIN_QUERIES
-    for name in CITUS_QUERIES:
-        QUERIES[name] = source[name]
+# Every statement but those of VARIED, which `statements` (and `fetch`, `fetchval`) give as
+# the connection's engine runs them.
+QUERIES: Mapping[str, LiteralString] = _Unvaried(PLAIN_QUERIES)
+# The statement set of a database with the citus extension.
+CITUS_STATEMENTS: Mapping[str, LiteralString] = MappingProxyType(
+    {**PLAIN_QUERIES, **CITUS_QUERIES}
+)
+
+
+class EngineConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A connection holding the statement set its database runs (set when it is opened,
+    ``crawler.db.connect``)."""
+
+    statements: Mapping[str, LiteralString] = PLAIN_QUERIES
+
+
+# Tests only: one statement set whatever the connection (``force_citus``).
+_forced: Mapping[str, LiteralString] | None = None
 
 
 def force_citus(enabled: bool | None) -> None:
-    """Tests: run the variants (True) or the plain statements (False) on any database, even
-    after a pool's look-up; None goes back to the plain statements and to looking up."""
+    """Tests: run the variants (True) or the plain statements (False) on any connection of
+    this process, whatever its database; None: each connection's own set again."""
     global _forced
-    _forced = enabled
-    use_citus(bool(enabled))
+    _forced = None if enabled is None else CITUS_STATEMENTS if enabled else PLAIN_QUERIES
 
 
-def using_citus() -> bool:
-    return all(QUERIES[name] is CITUS_QUERIES[name] for name in CITUS_QUERIES)
+def statements(conn: asyncpg.Connection) -> Mapping[str, LiteralString]:
+    """The statement set ``conn`` runs: its own as opened (a pool's connection forwards to
+    it), the plain one for a connection opened otherwise. A pool has no set of its own: its
+    connections have (``fetch`` and ``fetchval`` take either)."""
+    if _forced is not None:
+        return _forced
+    if isinstance(conn, asyncpg.Pool):
+        raise TypeError("a pool's statements are its connections': acquire one")
+    found: Mapping[str, LiteralString] = getattr(conn, "statements", PLAIN_QUERIES)
+    return found
+
+
+async def fetch(
+    db: asyncpg.Connection | asyncpg.Pool, name: str, *args: Any
+) -> list[asyncpg.Record]:
+    """The rows of statement ``name`` as ``db``'s database runs it (a pool: on one of its
+    connections, as ``Pool.fetch`` runs a statement)."""
+    if isinstance(db, asyncpg.Pool):
+        async with db.acquire() as conn:
+            return await conn.fetch(statements(conn)[name], *args)  # type: ignore[no-any-return]
+    return await db.fetch(statements(db)[name], *args)  # type: ignore[no-any-return]
+
+
+async def fetchval(db: asyncpg.Connection | asyncpg.Pool, name: str, *args: Any) -> Any:
+    """The first value of statement ``name`` as ``db``'s database runs it (as ``fetch``)."""
+    if isinstance(db, asyncpg.Pool):
+        async with db.acquire() as conn:
+            return await conn.fetchval(statements(conn)[name], *args)
+    return await db.fetchval(statements(db)[name], *args)

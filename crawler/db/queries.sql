@@ -1,5 +1,6 @@
 -- Every statement the frontier runs, each under a "-- name: <key>" header.
--- Parsed once by crawler/db/queries.py; callers say QUERIES["claim_due_work"].
+-- Parsed once by crawler/db/queries.py; the db layer says QUERIES["upsert_hosts"], or, for a
+-- statement with a Citus variant (queries_citus.sql), queries.fetch(conn, "claim_due_work").
 -- Statements take arrays (unnest) where they act on many rows: one round trip per batch.
 
 -- name: upsert_hosts
@@ -538,7 +539,10 @@ WHERE u.host_id = ANY($2::bigint[]);
 -- last_fetched_at then), is left to its fetcher, and so is one a fetcher holds locked (SKIP
 -- LOCKED: the planner never waits for the fetch loop, so it is never in a lock cycle with it).
 -- A URL already due is left too: its fetch, about to happen, schedules it under the new plan,
--- and a `crawler recheck` stands.
+-- and a `crawler recheck` stands. A URL a complete source observes (issue 38) waits for its
+-- announcements: the new schedule only ever puts it off (as its fetch scheduled it, the later
+-- of its own schedule and its wait), else the walk would add blind fetches to the ones its
+-- announcements bring, beyond the plan's budget.
 WITH t AS (
     SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::timestamptz[],
                          $5::float8[], $6::bigint[])
@@ -556,7 +560,12 @@ free AS (
     FOR UPDATE OF u SKIP LOCKED
 )
 UPDATE urls AS u
-SET next_fetch_at = t.due, fetch_rate_per_day = t.rate, change_rate_per_day = t.change_rate
+SET next_fetch_at = CASE WHEN EXISTS (
+        SELECT 1 FROM url_hints AS h
+        JOIN hint_trust AS c ON c.host_id = h.host_id AND c.source = h.kind
+        WHERE h.host_id = u.host_id AND h.url_id = u.id AND c.classification = 'complete')
+    THEN greatest(t.due, u.next_fetch_at) ELSE t.due END,
+    fetch_rate_per_day = t.rate, change_rate_per_day = t.change_rate
 FROM t JOIN free ON free.id = t.id AND free.host_id = t.host_id
 WHERE u.id = t.id AND u.host_id = t.host_id
   AND u.next_fetch_at > now()
@@ -1613,7 +1622,13 @@ given AS MATERIALIZED (
            t.claimed, t.source, u.last_fetched_at
     FROM unnest($1::text[], $2::bigint[], $3::text[], $4::float8[], $5::text[])
         AS t(url, host_id, kind, claimed, source)
-    JOIN urls AS u ON u.url = t.url AND u.host_id = t.host_id
+    -- One probe of urls_host_id_url_key per claim, as in sitemap_listed_ids: a join let the
+    -- planner (no statistics on a table just seeded) hash every URL of the host per batch.
+    CROSS JOIN LATERAL (
+        SELECT id, host_id, last_fetched_at FROM urls
+        WHERE host_id = t.host_id AND url = t.url
+        ORDER BY host_id, url LIMIT 1
+    ) AS u
     WHERE u.host_id = ANY($7::bigint[])
 ),
 hinted AS (
@@ -2141,7 +2156,10 @@ GROUP BY i.url_id, h.kind, s.hints_since;
 -- it, and did the fingerprint see one (hits, false alarms, misses, quiet in hint_trust, with
 -- the p0 computed for the test when its interval ended, over the announced and the silent
 -- intervals). The test comes one fetch late so that announcements read after the fetch still
--- count. This fetch's interval becomes the pending test, with its p0 per source ($9, a JSON
+-- count. A changed interval in which a source that dates only the last change (lastmod,
+-- updated) is silent but already dates a change after it is not tested: the date of the
+-- change inside may have been overwritten before it was read (docs/MODEL.md section 9.2).
+-- This fetch's interval becomes the pending test, with its p0 per source ($9, a JSON
 -- array of {url_id, source, p0}), and its planned next fetch is kept (what a trust drop falls back to).
 -- A page a complete source observes waits for its announcements: its next fetch is put off to
 -- $8[2] of its announcement intervals ((α $8[3] + announced) / (β $8[4] + days watched)), within its
@@ -2172,7 +2190,8 @@ source AS MATERIALIZED (
             / (($8::float8[])[4] + greatest(s.end_s - extract(epoch FROM s.hints_since)::float8, 0.0)
                / 86400.0) AS announced_rate,
            coalesce(bool_or(h.claimed_at > s.test_start AND h.claimed_at <= s.test_end), false)
-               AS announced
+               AS announced,
+           coalesce(bool_or(h.claimed_at > s.test_end), false) AS dated_later
     FROM state AS s
     JOIN url_hints AS h ON h.host_id = s.host_id AND h.url_id = s.url_id
     GROUP BY s.host_id, s.url_id, h.kind, s.hints_since, s.end_s, s.test_start, s.test_end
@@ -2189,6 +2208,11 @@ tested AS (
     JOIN state AS s ON s.host_id = src.host_id AND s.url_id = src.url_id
     JOIN LATERAL unnest(s.test_sources, s.test_p0) AS p(source, p0) ON p.source = src.source
     WHERE s.test_start IS NOT NULL AND s.test_changed IS NOT NULL
+      -- A change the source dated only by the last change (lastmod, a feed's updated) and
+      -- already dated past the interval, with no date inside it, may have had its date
+      -- overwritten before it was read: no test, rather than a miss.
+      AND (src.announced OR NOT s.test_changed OR NOT src.dated_later
+           OR src.source NOT IN ('lastmod', 'updated'))
     GROUP BY src.host_id, src.source
 ),
 counted AS (
@@ -2384,3 +2408,30 @@ JOIN url_hints AS h ON h.host_id = s.host_id AND h.url_id = s.url_id
 JOIN hint_trust AS t ON t.host_id = h.host_id AND t.source = h.kind
 WHERE s.host_id = ANY($3::bigint[]) AND t.classification = 'complete'
 GROUP BY s.url_id, s.hints_since;
+
+-- name: host_reads_sitemaps
+-- Whether host $1 is read through its sitemaps (it has a row in sitemaps: seeded with
+-- --sitemaps or --sitemap, or a file of it found since): the Sitemap: lines a re-read of its
+-- robots.txt adds then join as its sitemaps (crawler.db.sitemaps.follow_robots).
+SELECT EXISTS (SELECT 1 FROM sitemaps WHERE host_id = $1::bigint);
+
+-- name: sitemap_list_new
+-- A sitemap's listing when it listed nothing before and no URL of its hosts is flagged
+-- unlisted (apply_listing: its first read, nearly always): the known URLs of $2 (their host
+-- ids $3; $4 the distinct ones, which route the statement) recorded as listed by sitemap $1,
+-- one probe of urls_host_id_url_key per URL, with no ids sent back and forth. Returns how
+-- many.
+WITH listed AS (
+    INSERT INTO sitemap_urls (host_id, sitemap_id, url_id)
+    SELECT u.host_id, $1::bigint, u.id
+    FROM unnest($2::text[], $3::bigint[]) AS t(url, host_id)
+    CROSS JOIN LATERAL (
+        SELECT id, host_id FROM urls
+        WHERE host_id = t.host_id AND url = t.url
+        ORDER BY host_id, url LIMIT 1
+    ) AS u
+    WHERE u.host_id = ANY($4::bigint[])
+    ON CONFLICT (host_id, sitemap_id, url_id) DO NOTHING
+    RETURNING 1
+)
+SELECT count(*) FROM listed;

@@ -1,6 +1,7 @@
 -- The statements of queries.sql that Citus refuses, as Citus runs them: same names, same
--- parameters, same result columns. crawler/db/queries.py puts them in place of the plain ones
--- when the connected database has the citus extension; plain PostgreSQL never runs them.
+-- parameters, same result columns. A connection to a database with the citus extension runs
+-- them in place of the plain ones (crawler/db/queries.py, statements); plain PostgreSQL never
+-- runs them.
 -- Citus refuses row locks (FOR UPDATE, SKIP LOCKED) in a statement over several shards, and a
 -- LATERAL ... LIMIT whose outer side is not a distributed table. So each variant takes its
 -- row locks one host at a time, by the functions of migration 0014_citus_row_locks (a
@@ -257,7 +258,7 @@ RETURNING h.id;
 -- name: reschedule_urls
 -- As queries.sql's: apply new schedules to the URLs not fetched since they were read, whose
 -- host is not leased and that no one holds locked (crawler_lock_free_urls, SKIP LOCKED), and
--- not already due.
+-- not already due; a URL a complete source observes is only ever put off.
 WITH t AS MATERIALIZED (
     SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::float8[], $4::timestamptz[],
                          $5::float8[], $6::bigint[])
@@ -268,7 +269,12 @@ free AS MATERIALIZED (
     FROM crawler_lock_free_urls($1::bigint[], $6::bigint[], $4::timestamptz[]) AS f
 )
 UPDATE urls AS u
-SET next_fetch_at = t.due, fetch_rate_per_day = t.rate, change_rate_per_day = t.change_rate
+SET next_fetch_at = CASE WHEN EXISTS (
+        SELECT 1 FROM url_hints AS h
+        JOIN hint_trust AS c ON c.host_id = h.host_id AND c.source = h.kind
+        WHERE h.host_id = u.host_id AND h.url_id = u.id AND c.classification = 'complete')
+    THEN greatest(t.due, u.next_fetch_at) ELSE t.due END,
+    fetch_rate_per_day = t.rate, change_rate_per_day = t.change_rate
 FROM t JOIN free ON free.id = t.id AND free.host_id = t.host_id
 WHERE u.id = t.id AND u.host_id = t.host_id
   AND u.next_fetch_at > now()

@@ -40,7 +40,7 @@ async def _test_hints(
     if schedule is None:
         await hints.test_fetches(conn, ts, max_interval_seconds=DEFAULT_MAX_INTERVAL_SECONDS)
     else:
-        await hints.test_fetches(conn, ts, max_interval_seconds=schedule.max_interval_seconds,
+        await hints.test_fetches(conn, ts, max_interval_seconds=schedule.settings.max_interval,
                                  prior=schedule.prior, policy=schedule)
 
 

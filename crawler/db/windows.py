@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -29,6 +30,21 @@ from crawler.core.window import (
 from crawler.core.window_incremental import Facts, Need, Row, window_update
 from crawler.db import frontier
 from crawler.db.queries import QUERIES
+
+
+@dataclass(frozen=True, slots=True)
+class WindowedSite:
+    """A site registered with a page window: its root URL and the window's size in pages."""
+
+    id: int
+    root_url: str
+    window_size: int
+
+
+async def windowed_sites(conn: asyncpg.Connection) -> list[WindowedSite]:
+    """Every windowed site, by root URL (one row per site: a small table)."""
+    return [WindowedSite(r["id"], r["root_url"], r["window_size"])
+            for r in await conn.fetch(QUERIES["list_sites"])]
 
 
 async def register_site(conn: asyncpg.Connection, root_url: str, window_size: int) -> int:

@@ -18,8 +18,8 @@ import asyncpg
 
 from crawler.daemon.run import run_daemon
 from crawler.db import frontier, migrate
-from crawler.db.connect import create_pool, database_url
-from crawler.db.queries import QUERIES
+from crawler.db.connect import create_pool, database_url, describe
+from crawler.db.status import progress_since
 from crawler.demo.sites import demo_sites
 from crawler.demo.web import DemoWeb
 from crawler.settings import Settings
@@ -60,8 +60,6 @@ def demo_settings(settings: Settings, given: frozenset[str] = frozenset()) -> Se
 def where(settings: Settings) -> str:
     """Where the demo's data is, and how another command reads it."""
     if settings.database_url is not None:
-        from crawler.db.connect import describe
-
         return f"demo data in {describe(settings.database_url)}"
     return (f"demo data in {settings.data_dir} (its own embedded PostgreSQL; other commands "
             f"read it with CRAWLER_DATA_DIR={settings.data_dir})")
@@ -71,17 +69,11 @@ async def print_progress(pool: asyncpg.Pool, started: float) -> None:
     while True:
         await asyncio.sleep(PROGRESS_SECONDS)
         with contextlib.suppress(asyncpg.PostgresError, OSError):
-            counts = await pool.fetchrow(QUERIES["status_counts"])
-            totals = await pool.fetchrow(
-                "SELECT count(*) AS fetches, count(*) FILTER (WHERE changed) AS changes, "
-                "count(*) FILTER (WHERE content_changed AND NOT changed) AS cosmetic "
-                "FROM observations WHERE fetched_at >= to_timestamp($1)", started
-            )
-            assert counts is not None and totals is not None
+            now = await progress_since(pool, started)
             print(
-                f"[{time.time() - started:5.0f}s] fetched {totals['fetches']:5d}  "
-                f"changes {totals['changes']:4d}  cosmetic-only {totals['cosmetic']:4d}  "
-                f"due {counts['due_all']:4d}  urls {counts['urls']}",
+                f"[{time.time() - started:5.0f}s] fetched {now.fetches:5d}  "
+                f"changes {now.changes:4d}  cosmetic-only {now.cosmetic:4d}  "
+                f"due {now.due:4d}  urls {now.urls}",
                 flush=True,
             )
 

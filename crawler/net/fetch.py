@@ -35,7 +35,7 @@ import email.utils
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -49,8 +49,9 @@ from crawler.net.decompress import CappedDecoder, DecodeError, UnsupportedEncodi
 from crawler.net.session import drop_idle, new_session, reused_connection
 from crawler.net.ssrf import canonical_ipv4, is_address_blocked
 from crawler.net.tls import tls_context, tls_error_kind
+from crawler.settings import Settings
 
-__all__ = ["FetchLimits", "fetch", "fetch_robots", "new_session", "tls_context"]
+__all__ = ["fetch", "fetch_robots", "new_session", "tls_context"]
 
 ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 section 2.3.1.2: follow at least five
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -70,19 +71,6 @@ _MAGIC_TYPES = (
     (b"PK\x03\x04", "application/zip"),
     (b"\x1f\x8b", "application/gzip"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class FetchLimits:
-    """Per-request limits. ``first_byte_timeout`` also bounds every silence within the body.
-    No defaults: built from the settings by ``crawler.daemon.config.fetch_limits``."""
-
-    connect_timeout: float
-    total_timeout: float
-    first_byte_timeout: float
-    max_body_bytes: int
-    max_redirects: int
-    max_url_length: int
 
 
 class _Refused(Exception):
@@ -162,13 +150,13 @@ def canonical_url(url: str, max_length: int = MAX_URL_LENGTH) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _client_timeout(limits: FetchLimits) -> aiohttp.ClientTimeout:
+def _client_timeout(settings: Settings) -> aiohttp.ClientTimeout:
     # total is enforced by asyncio.timeout around the whole redirect chain, not per hop.
     return aiohttp.ClientTimeout(
         total=None,
         connect=None,
-        sock_connect=limits.connect_timeout,
-        sock_read=limits.first_byte_timeout,
+        sock_connect=settings.connect_timeout,
+        sock_read=settings.first_byte_timeout,
     )
 
 
@@ -278,7 +266,7 @@ def connection_anomaly(result: FetchResult) -> bool:
 async def fetch(
     session: aiohttp.ClientSession,
     record: UrlRecord,
-    limits: FetchLimits,
+    settings: Settings,
     *,
     send_validators: bool = True,
 ) -> FetchResult:
@@ -291,8 +279,10 @@ async def fetch(
     """
     started = time.monotonic()
     fetched_at = time.time()
-    deadline = asyncio.get_running_loop().time() + limits.total_timeout
-    result = await _attempt(session, record, limits, send_validators, deadline, started, fetched_at)
+    deadline = asyncio.get_running_loop().time() + settings.total_timeout
+    result = await _attempt(
+        session, record, settings, send_validators, deadline, started, fetched_at
+    )
     if (
         result.status is None
         and result.error_kind in STALE_CONNECTION_KINDS
@@ -300,7 +290,7 @@ async def fetch(
     ):
         drop_idle(session)
         result = await _attempt(
-            session, record, limits, send_validators, deadline, started, fetched_at
+            session, record, settings, send_validators, deadline, started, fetched_at
         )
     if connection_anomaly(result):
         drop_idle(session)
@@ -310,7 +300,7 @@ async def fetch(
 async def _attempt(
     session: aiohttp.ClientSession,
     record: UrlRecord,
-    limits: FetchLimits,
+    settings: Settings,
     send_validators: bool,
     deadline: float,
     started: float,
@@ -330,7 +320,7 @@ async def _attempt(
 
     try:
         async with asyncio.timeout_at(deadline):
-            return await _follow(session, record, limits, send_validators, state, result)
+            return await _follow(session, record, settings, send_validators, state, result)
     except (aiohttp.ClientError, OSError, ValueError) as exc:
         outcome, kind = failure_of(exc, state["phase"])
         return result(outcome, error_kind=kind)
@@ -391,19 +381,21 @@ def failure_of(exc: BaseException, phase: str) -> tuple[model.Outcome, ErrorKind
 async def _follow(
     session: aiohttp.ClientSession,
     record: UrlRecord,
-    limits: FetchLimits,
+    settings: Settings,
     send_validators: bool,
     state: dict[str, Any],
     result: Callable[..., FetchResult],
 ) -> FetchResult:
     """The redirect chain of one fetch; every hop goes through the same checks."""
     url = record.url
-    headers = conditional_headers(record) if send_validators else {}
+    # On every hop: a redirect to a localized page keeps the language asked for.
+    language = {"Accept-Language": settings.accept_language} if settings.accept_language else {}
+    headers = {**language, **(conditional_headers(record) if send_validators else {})}
     visited: set[str] = set()
-    timeout = _client_timeout(limits)
-    for _hop in range(limits.max_redirects + 1):
+    timeout = _client_timeout(settings)
+    for _hop in range(settings.max_redirects + 1):
         try:
-            url = canonical_url(url, limits.max_url_length)
+            url = canonical_url(url, settings.max_url_length)
         except _Refused as refused:
             return result(model.BLOCKED, error_kind=refused.kind)
         visited.add(url)
@@ -431,23 +423,25 @@ async def _follow(
                         model.HTTP_ERROR, status=status, error_kind=ErrorKind.REDIRECT_LOOP
                     )
                 state["redirects"].append(await _redirect_exchange(
-                    response, url, target, limits, decode=not session.auto_decompress
+                    response, url, target, settings, decode=not session.auto_decompress
                 ))
-                url, headers = target, {}
+                url, headers = target, language
                 continue
-            outcome, fields = await _interpret(response, limits, decode=not session.auto_decompress)
+            outcome, fields = await _interpret(
+                response, settings, decode=not session.auto_decompress
+            )
             return result(outcome, final_url=url, **fields)
     return result(model.HTTP_ERROR, error_kind=ErrorKind.TOO_MANY_REDIRECTS)
 
 
 async def _redirect_exchange(
-    response: aiohttp.ClientResponse, url: str, target: str, limits: FetchLimits, *,
+    response: aiohttp.ClientResponse, url: str, target: str, settings: Settings, *,
     decode: bool,
 ) -> model.Exchange:
     """A redirect answer as received, its (small) body read under the same caps as a page's,
     so that the collection stores the exchange that really happened at ``url``."""
     try:
-        body = await _read_body(response, limits.max_body_bytes, decode)
+        body = await _read_body(response, settings.max_body_bytes, decode)
     except (UnsupportedEncoding, DecodeError, aiohttp.ClientPayloadError):
         # The redirect still holds (it was followed before its body was ever read); only
         # its body is not kept. A broken body closes the connection on release.
@@ -460,7 +454,7 @@ async def _redirect_exchange(
 
 
 async def _interpret(
-    response: aiohttp.ClientResponse, limits: FetchLimits, *, decode: bool
+    response: aiohttp.ClientResponse, settings: Settings, *, decode: bool
 ) -> tuple[model.Outcome, dict[str, Any]]:
     """The outcome of a final (non-redirect) response and the fields to record with it."""
     status = response.status
@@ -482,7 +476,7 @@ async def _interpret(
         )
         return model.HTTP_ERROR, fields
     try:
-        body = await _read_body(response, limits.max_body_bytes, decode)
+        body = await _read_body(response, settings.max_body_bytes, decode)
     except UnsupportedEncoding:
         fields["error_kind"] = ErrorKind.UNSUPPORTED_ENCODING
         return model.HTTP_ERROR, fields
@@ -502,20 +496,19 @@ async def _interpret(
 
 
 async def fetch_robots(
-    session: aiohttp.ClientSession, origin: str, limits: FetchLimits
+    session: aiohttp.ClientSession, origin: str, settings: Settings
 ) -> RobotsFetch:
     """GET ``origin``/robots.txt (RFC 9309): at most 5 redirects, 500 KiB parsed.
 
     The classification (ok / unavailable / unreachable) is ``crawler.core.robots.robots_outcome``.
     """
     url = origin.rstrip("/") + "/robots.txt"
-    robots_limits = replace(
-        limits,
-        max_redirects=min(limits.max_redirects, ROBOTS_MAX_REDIRECTS),
-        max_body_bytes=min(limits.max_body_bytes, ROBOTS_MAX_BYTES),
-    )
+    robots_settings = settings.model_copy(update={
+        "max_redirects": min(settings.max_redirects, ROBOTS_MAX_REDIRECTS),
+        "max_body_bytes": min(settings.max_body_bytes, ROBOTS_MAX_BYTES),
+    })
     fetched = await fetch(
-        session, UrlRecord(url_id=0, url=url), robots_limits, send_validators=False
+        session, UrlRecord(url_id=0, url=url), robots_settings, send_validators=False
     )
     return robots_outcome(
         fetched_at=fetched.fetched_at,

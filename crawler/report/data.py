@@ -10,7 +10,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import resources
 
 import asyncpg
 
@@ -23,11 +22,9 @@ from crawler.core.lifetime_fit import (
 )
 from crawler.core.model import SECONDS_PER_DAY
 from crawler.db.connect import connect
-from crawler.db.queries import parse_queries
-
-REPORT_QUERIES = parse_queries(
-    resources.files("crawler.report").joinpath("queries.sql").read_text()
-)
+from crawler.db.report import HostSummary as HostSummary
+from crawler.db.report import UrlHistory as UrlHistory
+from crawler.db.report import report_rows, url_histories
 
 # Brewington & Cybenko's lifetime fit (section 5): the model used until the crawler has
 # observed enough of its own pages.
@@ -37,46 +34,6 @@ PAPER_SCALE_DAYS = 152.2
 MIN_FIT_PAGES = 10
 MIN_FIT_CHANGED_PAGES = 3
 MAX_HOSTS = 50
-
-
-@dataclass(frozen=True, slots=True)
-class UrlHistory:
-    """One URL's successful fetches: first and last (POSIX seconds) and estimated changes."""
-
-    url_id: int
-    first_seconds: float
-    last_seconds: float
-    change_count: int
-    change_seconds: tuple[float, ...]
-
-    @property
-    def span_days(self) -> float:
-        return (self.last_seconds - self.first_seconds) / SECONDS_PER_DAY
-
-
-@dataclass(frozen=True, slots=True)
-class HostSummary:
-    """One host's row, every figure from its own observations.
-
-    watched_days: the spans of its URLs (first to last successful fetch), summed.
-    """
-
-    origin: str
-    urls: int
-    fetches: int
-    changes: int
-    watched_days: float
-
-    @property
-    def changes_per_day(self) -> float | None:
-        """Detected changes per day watched; None when no URL was watched over a span.
-
-        Not the estimator's working rate (urls.change_rate_per_day): that one starts from the
-        prior, may come from Last-Modified dates, and is unset after a failed fetch, so beside
-        these counts it read as a contradiction (a rate for a host with no change, none for
-        hosts with many).
-        """
-        return self.changes / self.watched_days if self.watched_days > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,46 +60,18 @@ def empty_report_data(generated_at: datetime | None = None) -> ReportData:
     return ReportData((), (), (), (), 0, 0, 0, 0, generated_at or datetime.now(UTC))
 
 
-async def read_url_histories(conn: asyncpg.Connection) -> list[UrlHistory]:
-    rows = await conn.fetch(REPORT_QUERIES["url_histories"])
-    return [
-        UrlHistory(
-            url_id=int(row["url_id"]),
-            first_seconds=float(row["first_seconds"]),
-            last_seconds=float(row["last_seconds"]),
-            change_count=int(row["change_count"]),
-            change_seconds=tuple(float(s) for s in row["change_seconds"]),
-        )
-        for row in rows
-    ]
-
-
 async def read_report_data(conn: asyncpg.Connection, generated_at: datetime) -> ReportData:
     """All the report's reads in one repeatable-read snapshot, so the figures agree."""
-    async with conn.transaction(isolation="repeatable_read", readonly=True):
-        histories = await read_url_histories(conn)
-        choices = await conn.fetchrow(REPORT_QUERIES["planner_choices"])
-        host_rows = await conn.fetch(REPORT_QUERIES["host_summaries"], MAX_HOSTS)
-        totals = await conn.fetchrow(REPORT_QUERIES["report_totals"])
-    assert choices is not None and totals is not None
+    rows = await report_rows(conn, MAX_HOSTS)
     return ReportData(
-        histories=tuple(histories),
-        change_rates_per_day=tuple(float(r) for r in choices["change_rates_per_day"]),
-        revisit_intervals_days=tuple(float(d) for d in choices["revisit_intervals_days"]),
-        hosts=tuple(
-            HostSummary(
-                origin=row["origin"],
-                urls=int(row["urls"]),
-                fetches=int(row["fetches"]),
-                changes=int(row["changes"]),
-                watched_days=float(row["watched_days"]),
-            )
-            for row in host_rows
-        ),
-        host_count=int(totals["hosts"]),
-        url_count=int(totals["urls"]),
-        observation_count=int(totals["observations"]),
-        change_total=int(totals["changes"]),
+        histories=tuple(rows.histories),
+        change_rates_per_day=rows.change_rates_per_day,
+        revisit_intervals_days=rows.revisit_intervals_days,
+        hosts=tuple(rows.hosts),
+        host_count=rows.host_count,
+        url_count=rows.url_count,
+        observation_count=rows.observation_count,
+        change_total=rows.change_total,
         generated_at=generated_at,
     )
 
@@ -158,7 +87,7 @@ async def load_report_data(database_url: str, generated_at: datetime) -> ReportD
 async def load_url_histories(database_url: str) -> list[UrlHistory]:
     conn = await connect(database_url)
     try:
-        return await read_url_histories(conn)
+        return await url_histories(conn)
     finally:
         await conn.close()
 

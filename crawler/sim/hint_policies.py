@@ -56,7 +56,6 @@ from crawler.core.schedule import timing_model
 from crawler.sim.hints import CHANGEFREQ_DAYS, HintWorld
 from crawler.sim.policies import Optimal, Policy, _random_phase
 from crawler.sim.populations import Population
-from crawler.sim.step import transition_config
 
 FloatArray = NDArray[np.float64]
 SiteSource = tuple[int, int]
@@ -346,7 +345,7 @@ class HintedOptimal(Optimal):
 
     def _solve_mu(self) -> None:
         policy = self.policy
-        if policy.objective not in OBSERVED_OBJECTIVES or not self.complete.any():
+        if policy.settings.objective not in OBSERVED_OBJECTIVES or not self.complete.any():
             super()._solve_mu()
             return
         rates = self.rates.copy()
@@ -357,13 +356,12 @@ class HintedOptimal(Optimal):
             1.0,
             self.complete,
             self.budget_per_day,
-            policy.objective,
+            policy.settings.objective,
             min_interval_days=self.min_intervals,
-            max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
+            max_interval_days=policy.settings.max_interval / SECONDS_PER_DAY,
             mu_hint=policy.mu,
         ).mu
         self.policy = replace(policy, mu=mu)
-        self.config = transition_config(self.policy)
 
     # Trust.
 
@@ -433,23 +431,23 @@ class HintedOptimal(Optimal):
 
     def _fetch_probability(self, change_rate: float) -> float:
         policy = self.policy
-        if policy.mu is None or policy.objective not in OBSERVED_OBJECTIVES:
+        if policy.mu is None or policy.settings.objective not in OBSERVED_OBJECTIVES:
             return 1.0
         return complete_fetch_probability(
-            change_rate, 1.0, policy.mu, policy.objective,
-            policy.min_interval_seconds / SECONDS_PER_DAY,
-            policy.max_interval_seconds / SECONDS_PER_DAY,
+            change_rate, 1.0, policy.mu, policy.settings.objective,
+            policy.settings.min_interval / SECONDS_PER_DAY,
+            policy.settings.max_interval / SECONDS_PER_DAY,
         )
 
     def _audit_days(self, change_rate: float) -> float:
-        longest = self.policy.max_interval_seconds / SECONDS_PER_DAY
+        longest = self.policy.settings.max_interval / SECONDS_PER_DAY
         if change_rate <= 0.0:
             return longest
         return min(self.AUDIT_CHANGES / change_rate, longest)
 
     def _planned(self, page: int) -> float:
         rate = float(self.fetch_rates[page])
-        interval = 1.0 / rate if rate > 0.0 else self.policy.max_interval_seconds / SECONDS_PER_DAY
+        interval = 1.0 / rate if rate > 0.0 else self.policy.settings.max_interval / SECONDS_PER_DAY
         return self.last_fetch[page] + interval
 
     def _untimed(self, page: int) -> bool:

@@ -13,14 +13,13 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from crawler.config import default_settings, schedule_policy
 from crawler.core import plan
 from crawler.core.estimate import DEFAULT_PRIOR, fit_gamma_prior
 from crawler.core.model import SECONDS_PER_DAY
 from crawler.core.replan import moved_urls, policy_moved, replanned
 from crawler.core.schedule import SchedulePolicy, estimated_rate_per_day, min_interval_days
 from crawler.sim.populations import Population
-from crawler.sim.step import first_record, simulated_fetch, simulated_result, transition_config
+from crawler.sim.step import first_record, sim_settings, simulated_fetch, simulated_result
 
 FloatArray = NDArray[np.float64]
 MINUTE_DAYS = 1.0 / 1440.0
@@ -188,19 +187,16 @@ class Optimal:
         self.fetch_rates = np.zeros(pages)  # as stored with each URL; 0: none yet
         self.importance = np.ones(pages)
         self.walked: SchedulePolicy | None = None
-        self.policy = schedule_policy(
-            default_settings(),
-            mode="optimal",
-            default_interval_seconds=pages / budget_per_day * SECONDS_PER_DAY,
-            max_interval_seconds=max_interval_days * SECONDS_PER_DAY,
+        shortest = {} if shortest_interval_days is None else {  # else CRAWLER_MIN_INTERVAL's
+            "min_interval": shortest_interval_days * SECONDS_PER_DAY}
+        self.policy = SchedulePolicy(sim_settings(
+            schedule="optimal",
+            default_interval=pages / budget_per_day * SECONDS_PER_DAY,
+            max_interval=max_interval_days * SECONDS_PER_DAY,
             objective=objective,
-            prior=DEFAULT_PRIOR,
             detect_periods=detect_periods,
-        )
-        if shortest_interval_days is not None:  # else the settings' CRAWLER_MIN_INTERVAL
-            self.policy = replace(
-                self.policy, min_interval_seconds=shortest_interval_days * SECONDS_PER_DAY
-            )
+            **shortest,
+        ), prior=DEFAULT_PRIOR)
         # The daemon's planner refits the prior every round; the default widening schedule
         # spares days-long simulations the cost.
         self.refit_prior_each_round = refit_prior_each_round
@@ -222,7 +218,7 @@ class Optimal:
     ) -> float:
         self.versions[page] += changed
         result = simulated_result(now_days, self.versions[page], last_change)
-        record, schedule = simulated_fetch(self.records[page], result, self.config)
+        record, schedule = simulated_fetch(self.records[page], result, self.policy)
         self.records[page] = record
         self.min_intervals[page] = min_interval_days(record, self.policy)
         self._store(page, schedule.change_rate_per_day, schedule.fetch_rate_per_day)
@@ -281,14 +277,13 @@ class Optimal:
             self.rates,
             1.0,
             self.budget_per_day,
-            policy.objective,
-            beta_days=policy.beta_seconds / SECONDS_PER_DAY,
+            policy.settings.objective,
+            beta_days=policy.settings.beta_seconds / SECONDS_PER_DAY,
             min_interval_days=self.min_intervals,
-            max_interval_days=policy.max_interval_seconds / SECONDS_PER_DAY,
+            max_interval_days=policy.settings.max_interval / SECONDS_PER_DAY,
             mu_hint=policy.mu,
         ).mu
         self.policy = replace(policy, mu=mu)
-        self.config = transition_config(self.policy)
 
     def _refit_prior(self) -> None:
         sample = self.prior_sample()
@@ -302,7 +297,6 @@ class Optimal:
         prior = fit_gamma_prior(histories)
         if prior is not None:
             self.policy = replace(self.policy, prior=prior)
-            self.config = transition_config(self.policy)
             # μ is solved over the rates the next fetches will estimate, under the new prior,
             # as the daemon's planner does (crawler.core.replan.current_rates).
             self.rates = np.fromiter(

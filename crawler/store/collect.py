@@ -33,7 +33,6 @@ import socket
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import asyncpg
@@ -55,8 +54,9 @@ from crawler.core.observe import rebased as rebased_record
 from crawler.core.region import Region
 from crawler.core.textdiff import LineChanges, body_text, line_changes, split_lines
 from crawler.core.transition import ChangeKind, Transition
-from crawler.db.queries import QUERIES
+from crawler.db.collection import LastResponse, last_response, register_warc_file, write_rows
 from crawler.metrics import CollectionMetrics
+from crawler.net.fetch import conditional_headers
 from crawler.store.base import (
     RESPONSE,
     REVISIT,
@@ -84,19 +84,6 @@ DIFF_SECONDS = 10.0
 
 def _at(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, dt.UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class LastResponse:
-    """A URL's newest stored response, as indexed."""
-
-    fetched_at: float
-    file: str
-    offset: int
-    record_id: str
-    payload_digest: str
-    # Its WARC-Target-URI, which a revisit names; None for a row indexed without one.
-    url: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +139,12 @@ class CollectionWrite:
     async def write_many(conn: asyncpg.Connection, writes: Sequence[CollectionWrite]) -> None:
         """Many fetches' rows in one statement: how ``crawler.db.record.write_batch`` writes a
         batch's collection rows (one round trip, not one per fetch)."""
-        await conn.execute(insert_stored_record(), *collection_params(writes))
+        await write_rows(conn, *collection_params(writes))
 
 
-def collection_params(writes: Sequence[CollectionWrite]) -> list[str]:
-    """Parameters of ``collection_rows``: the stored records and the change events of
-    ``writes``, each a JSON array."""
+def collection_params(writes: Sequence[CollectionWrite]) -> tuple[str, str]:
+    """What ``crawler.db.collection.write_rows`` takes: the stored records and the change
+    events of ``writes``, each a JSON array."""
     stored, events = [], []
     for write in writes:
         row, event = write.rows()
@@ -165,25 +152,7 @@ def collection_params(writes: Sequence[CollectionWrite]) -> list[str]:
             stored.append(row)
         if event is not None:
             events.append(event)
-    return [json.dumps(stored), json.dumps(events)]
-
-
-@lru_cache(maxsize=1)
-def insert_stored_record() -> str:
-    """The collection's rows alone, in a fetch's transaction that ``write_transition`` has
-    already fenced (so the rows' ``lease`` is given as held). PostgreSQL runs a
-    data-modifying CTE to completion whether or not the main query reads it."""
-    return f"WITH lease AS (SELECT 1),\n{QUERIES['collection_rows']}\nSELECT 1"
-
-
-async def last_response(
-    conn: asyncpg.Connection | asyncpg.Pool, url_id: int, host_id: int
-) -> LastResponse | None:
-    row = await conn.fetchrow(QUERIES["last_stored_response"], url_id, host_id)
-    if row is None:
-        return None
-    return LastResponse(row["fetched_at"].timestamp(), row["warc_file"], row["warc_offset"],
-                        row["record_id"], row["payload_digest"], row["target_uri"])
+    return json.dumps(stored), json.dumps(events)
 
 
 class Collection:
@@ -294,7 +263,7 @@ class Collection:
         root = getattr(self.store.store, "root", None)
         for name in {one.file for one in stored} - self._registered:
             directory = "" if root is None else str(root.resolve())
-            await self.pool.execute(QUERIES["register_warc_file"], name, self.machine, directory)
+            await register_warc_file(self.pool, name, self.machine, directory)
             self._registered.add(name)
 
     async def rebased(self, record: UrlRecord) -> UrlRecord:
@@ -423,8 +392,6 @@ class Collection:
 
     def _request_headers(self, record: UrlRecord, first: bool) -> tuple[tuple[str, str], ...]:
         """The headers a request carried: validators go only with the URL's own request."""
-        from crawler.net.fetch import conditional_headers
-
         request_headers = tuple(conditional_headers(record).items()) if first else ()
         if self.user_agent:
             request_headers = (("User-Agent", self.user_agent), *request_headers)

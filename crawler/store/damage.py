@@ -1,7 +1,7 @@
 """A stored record that cannot be read back as indexed: what is wrong, in one line.
 
 ``get``, ``diff``, ``versions`` and ``verify`` say it in one line with its own exit status
-(``crawler.commands.errors.DAMAGED``), never a traceback; ``crawler verify --repair`` marks the
+(``crawler.errors.DAMAGED``), never a traceback; ``crawler verify --repair`` marks the
 index row with ``kind`` (``stored_records.damaged``).
 """
 

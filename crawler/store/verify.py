@@ -11,7 +11,6 @@ row that reads back again (its file restored) is cleared.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import asyncpg
 
-from crawler.db.queries import QUERIES
+from crawler.db.collection import IndexRow, Mark, index_rows_after, mark_damaged
 from crawler.store.damage import MISSING, RecordDamaged
 from crawler.store.warc import OPEN_SUFFIX, check_digest, read_record
 
@@ -47,16 +46,16 @@ def _file_present(root: Path, name: str) -> bool:
     return (root / name).exists() or (root / (name + OPEN_SUFFIX)).exists()
 
 
-def check_row(root: Path, row: asyncpg.Record) -> RecordDamaged | None:
+def check_row(root: Path, row: IndexRow) -> RecordDamaged | None:
     """The damage of one index row's record, or None when it reads back as indexed."""
     try:
-        record = read_record(root, row["warc_file"], row["warc_offset"], row["warc_length"])
-        check_digest(record, row["warc_file"], row["warc_offset"], row["payload_digest"])
-        if record.warc_header("WARC-Record-ID") != row["record_id"]:
-            raise RecordDamaged("digest", row["warc_file"], row["warc_offset"],
-                                f"{row['warc_file']}:{row['warc_offset']}: another record "
+        record = read_record(root, row.warc_file, row.warc_offset, row.warc_length)
+        check_digest(record, row.warc_file, row.warc_offset, row.payload_digest)
+        if record.warc_header("WARC-Record-ID") != row.record_id:
+            raise RecordDamaged("digest", row.warc_file, row.warc_offset,
+                                f"{row.warc_file}:{row.warc_offset}: another record "
                                 f"is there ({record.warc_header('WARC-Record-ID')}, indexed "
-                                f"{row['record_id']})")
+                                f"{row.record_id})")
     except RecordDamaged as exc:
         return exc
     return None
@@ -77,42 +76,39 @@ async def verify_collection(
     current_file: str | None = None
     present = True
     while True:
-        rows = await conn.fetch(QUERIES["verify_records"], *after, PAGE_ROWS, file)
+        rows = await index_rows_after(conn, after, PAGE_ROWS, file)
         if not rows:
             break
-        after = (rows[-1]["warc_file"], rows[-1]["warc_offset"], rows[-1]["id"])
-        marks: list[tuple[int, dt.datetime, int, str | None]] = []
+        after = (rows[-1].warc_file, rows[-1].warc_offset, rows[-1].id)
+        marks: list[Mark] = []
         for row in rows:
             found.rows += 1
-            name = row["warc_file"]
+            name = row.warc_file
             if name != current_file:
                 current_file = name
                 found.files += 1
                 present = _file_present(root, name)
             if not present:
                 damage: RecordDamaged | None = RecordDamaged(
-                    MISSING, name, row["warc_offset"], f"{root / name} is missing")
+                    MISSING, name, row.warc_offset, f"{root / name} is missing")
                 if name not in found.missing_files:
                     found.missing_files[name] = 0
                 found.missing_files[name] += 1
             else:
                 damage = await asyncio.to_thread(check_row, root, row)
                 if damage is not None:
-                    report(f"{damage.message} (index row of {row['url']} at "
-                           f"{row['fetched_at'].isoformat()})")
+                    report(f"{damage.message} (index row of {row.url} at "
+                           f"{row.fetched_at.isoformat()})")
             if damage is not None:
                 found.damaged[damage.kind] += 1
             kind = None if damage is None else damage.kind
-            if kind != row["damaged"]:
-                marks.append((row["id"], row["fetched_at"], row["host_id"], kind))
+            if kind != row.damaged:
+                marks.append(Mark(row.id, row.fetched_at, row.host_id, kind))
         if repair and marks:
-            ids, times, hosts, kinds = zip(*marks, strict=True)
-            done = await conn.fetchrow(QUERIES["mark_damaged"], list(ids), list(times),
-                                       list(hosts), list(kinds))
-            assert done is not None
-            found.marked += done["marked"]
-            found.cleared += done["cleared"]
-            found.urls_refetched += done["urls"]
+            done = await mark_damaged(conn, marks)
+            found.marked += done.marked
+            found.cleared += done.cleared
+            found.urls_refetched += done.urls
     for name, count in found.missing_files.items():
         report(f"{root / name}: the file is missing (deleted or archived?): {count} index "
                f"row{'s' if count != 1 else ''} point into it")

@@ -16,9 +16,8 @@ import pytest
 from daemon import daemon_env, start_daemon, stop_daemon
 from invariants import assert_every_process_applies_the_newest_plan
 
-from crawler.config import schedule_policy
 from crawler.core.estimate import GammaPrior
-from crawler.core.schedule import optimal_fetch_rate_per_day
+from crawler.core.schedule import SchedulePolicy, optimal_fetch_rate_per_day
 from crawler.core.stored_plan import host_priors_from_json
 from crawler.daemon.follow import PLAN_POLL_SECONDS
 from crawler.db import frontier
@@ -96,7 +95,7 @@ async def test_every_process_fetches_under_the_plan(db_url: str) -> None:
         await web.stop()
     assert proc.returncode == 0, out[-3000:]
     assert out.count("scheduling under plan") >= 2, out[-3000:]
-    base = schedule_policy(Settings(
+    base = SchedulePolicy(Settings(
         min_interval=0.5, max_interval=120, default_interval=DEFAULT_INTERVAL,
         detect_periods=False, schedule="optimal",
     ))

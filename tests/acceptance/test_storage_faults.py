@@ -416,11 +416,14 @@ async def assert_index_rows_read_back_unmarked(
 ) -> None:
     """Every row not marked damaged reads back (the marked ones are known damage), and no
     revisit stored after the repair refers to a damaged record."""
+    from crawler.db.collection import index_row
     from crawler.store.verify import check_row
 
     conn = await asyncpg.connect(db_url)
     try:
-        rows = await conn.fetch("SELECT * FROM stored_records WHERE damaged IS NULL")
+        rows = await conn.fetch(
+            "SELECT s.*, u.url FROM stored_records s JOIN urls u "
+            "ON u.id = s.url_id AND u.host_id = s.host_id WHERE s.damaged IS NULL")
         revisits_of_damaged = [dict(x) for x in await conn.fetch(
             "SELECT r.id, r.url_id, r.fetched_at, o.id AS oid, o.fetched_at AS ofa, o.damaged, "
             "o.warc_file FROM stored_records r JOIN stored_records o "
@@ -428,7 +431,8 @@ async def assert_index_rows_read_back_unmarked(
             "AND r.fetched_at > $1", repaired_at)]
     finally:
         await conn.close()
-    bad = [d.message for d in (check_row(warc_dir, r) for r in rows) if d is not None]
+    bad = [d.message for d in (check_row(warc_dir, index_row(r)) for r in rows)
+           if d is not None]
     assert not bad, bad[:10]
     assert not revisits_of_damaged, \
         f"revisits stored after the repair refer to damage: {revisits_of_damaged}"

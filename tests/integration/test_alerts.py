@@ -27,18 +27,17 @@ from typing import Any
 import asyncpg
 import pytest
 from aiohttp import web
-from inprocess import NullEvents, quick_worker_config, serve_loopback
+from inprocess import NullEvents, quick_settings, serve_loopback
 from tls import TestCA, serve, server_context
 
-from crawler.config import default_settings
 from crawler.daemon.alerts import Alerts
-from crawler.daemon.config import fetch_limits
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.db.queries import QUERIES
 from crawler.metrics import Metrics
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import default_settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -76,10 +75,10 @@ class Worked:
     """A worker with alerts, running in this process for the block's duration."""
 
     def __init__(self, pool: asyncpg.Pool, metrics: Any = None) -> None:
-        limits = fetch_limits(default_settings())
+        limits = default_settings()
         self.session = new_session("t", limits, address_policy=AddressPolicy(["127.0.0.0/8"]))
-        config = quick_worker_config("alerts-test", limits, concurrency=2)
-        self.worker = Worker(config, pool, self.session, metrics or NullEvents(),  # type: ignore[arg-type]
+        config = quick_settings(limits, concurrency=2)
+        self.worker = Worker(config, "alerts-test", pool, self.session, metrics or NullEvents(),  # type: ignore[arg-type]
                              alerts=Alerts(pool, THRESHOLD))
         self.task: asyncio.Task[None] | None = None
 

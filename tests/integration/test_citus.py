@@ -34,11 +34,11 @@ import pytest
 from daemon import daemon_env, start_daemon, stop_daemon
 
 from crawler.core.robots import RobotsState
-from crawler.db import frontier
+from crawler.db import frontier, queries
 from crawler.db.connect import _run_blocking, create_pool
 from crawler.db.frontier import SMALL_SEED
 from crawler.db.migrate import upgrade
-from crawler.db.queries import QUERIES, force_citus, using_citus
+from crawler.db.queries import CITUS_STATEMENTS, QUERIES, force_citus, statements
 from crawler.demo.sites import demo_sites
 from crawler.demo.web import DemoWeb
 
@@ -102,7 +102,8 @@ def citus_db() -> Iterator[str]:
 async def test_every_replaced_statement_runs_on_citus(citus_db: str) -> None:
     pool = await create_pool(citus_db, min_size=2, max_size=4)
     try:
-        assert using_citus()  # the pool found the extension
+        async with pool.acquire() as conn:  # the pool found the extension
+            assert statements(conn) is CITUS_STATEMENTS
         now = time.time()
         # Bulk seeding (seed_urls_from_staging), twice: the second finds everything known.
         urls = [(f"http://127.0.0.{2 + h}:8000/p{i}", 1.0) for h in range(30) for i in range(8)]
@@ -151,18 +152,18 @@ async def test_every_replaced_statement_runs_on_citus(citus_db: str) -> None:
 
         # The planner's statements: sample, reschedule, refresh.
         bounds = await pool.fetchrow(QUERIES["planner_id_range"])
-        sample = await pool.fetch(QUERIES["planner_sample"], [bounds["min_id"]],
-                                  [bounds["max_id"] + 1], 50)
+        sample = await queries.fetch(pool, "planner_sample", [bounds["min_id"]],
+                                     [bounds["max_id"] + 1], 50)
         assert len(sample) == 50 and [r["id"] for r in sample] == sorted(r["id"] for r in sample)
         due = dt.datetime.fromtimestamp(now + 3600, dt.UTC)
         fetched = await pool.fetchrow(
             "SELECT id, host_id, last_fetched_at FROM urls WHERE id = $1 AND host_id = $2",
             record["id"], claim.host_id)
-        moved = await pool.fetch(
-            QUERIES["reschedule_urls"], [fetched["id"]], [due], [1.0],
+        moved = await queries.fetch(
+            pool, "reschedule_urls", [fetched["id"]], [due], [1.0],
             [fetched["last_fetched_at"]], [0.5], [fetched["host_id"]])
         assert [r["host_id"] for r in moved] == [claim.host_id]
-        done = await pool.fetch(QUERIES["refresh_host_due"], sorted(hosts_a | hosts_b))
+        done = await queries.fetch(pool, "refresh_host_due", sorted(hosts_a | hosts_b))
         assert {r["id"] for r in done} == hosts_a | hosts_b
     finally:
         await pool.close()

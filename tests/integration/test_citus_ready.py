@@ -27,7 +27,7 @@ import pytest
 
 from crawler.core.hostid import HostIdCollision, host_id, url_host_id
 from crawler.db import frontier
-from crawler.db.queries import CITUS_QUERIES, PLAIN_QUERIES, QUERIES
+from crawler.db.queries import CITUS_QUERIES, PLAIN_QUERIES
 
 HOST_OWNED = {
     "hosts": "id",  # the hosts table's own key is the host_id
@@ -164,13 +164,13 @@ def test_the_statement_check_can_fail() -> None:
 def test_every_statement_on_host_owned_tables_names_its_hosts() -> None:
     offenders = {
         name: problems
-        for name, sql in QUERIES.items()
+        for name, sql in PLAIN_QUERIES.items()
         if name not in FLEET_WIDE and (problems := unconstrained(sql))
     }
     assert offenders == {}
     for name in FLEET_WIDE:  # the allow-list names real statements on host-owned tables
-        assert name in QUERIES, name
-        assert host_owned_tables(QUERIES[name]), name
+        assert name in PLAIN_QUERIES, name
+        assert host_owned_tables(PLAIN_QUERIES[name]), name
     # The hot statements are not on the allow-list.
     hot = {"record_fetches", "recorded_fetches", "release_hosts", "window_rows",
            "window_out_links", "window_in_links", "window_summary", "window_members",
@@ -180,7 +180,7 @@ def test_every_statement_on_host_owned_tables_names_its_hosts() -> None:
            "refresh_host_due", "reschedule_records", "reschedule_urls", "discover_urls",
            "out_links", "site_graph",
            "site_members", "apply_window", "last_stored_response", "collection_rows"}
-    assert hot <= set(QUERIES)
+    assert hot <= set(PLAIN_QUERIES)
     assert not hot & set(FLEET_WIDE)
 
 

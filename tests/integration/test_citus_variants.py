@@ -1,10 +1,11 @@
 """The Citus variants of crawler/db/queries_citus.sql, on plain PostgreSQL (CI has no Citus).
 
-Each variant replaces the plain statement of the same name wherever ``QUERIES`` is read, so it
-must take the same parameters and return the same columns: both are prepared here and their
-parameter types and result attributes compared. Their semantics are checked by the frontier,
-fencing, recorder, readiness, planner-lock, seeding and watch tests, which run each test with
-the variants forced too (``conftest.statements``); on a real Citus by ``test_citus.py``.
+Each variant replaces the plain statement of the same name on a connection to a Citus
+database (``crawler.db.queries.statements``), so it must take the same parameters and return
+the same columns: both are prepared here and their parameter types and result attributes
+compared. Their semantics are checked by the frontier, fencing, recorder, readiness,
+planner-lock, seeding and watch tests, which run each test with the variants forced too
+(``conftest.statements``); on a real Citus by ``test_citus.py``.
 """
 
 from __future__ import annotations
@@ -14,9 +15,15 @@ import asyncio
 import asyncpg
 import pytest
 
-from crawler.db import queries
 from crawler.db.connect import connect, create_pool
-from crawler.db.queries import CITUS_QUERIES, PLAIN_QUERIES, QUERIES
+from crawler.db.queries import (
+    CITUS_QUERIES,
+    CITUS_STATEMENTS,
+    PLAIN_QUERIES,
+    QUERIES,
+    VARIED,
+    statements,
+)
 
 
 def test_the_variants_replace_the_statements_the_readme_lists() -> None:
@@ -46,16 +53,29 @@ async def test_a_variant_takes_and_returns_what_its_statement_does(
 
 
 async def test_plain_postgresql_keeps_the_plain_statements(db_url: str) -> None:
-    queries.use_citus(True)  # as if a Citus database had been opened before
+    pool = await create_pool(db_url)
     try:
-        pool = await create_pool(db_url)
-        await pool.close()
-        assert all(QUERIES[name] is PLAIN_QUERIES[name] for name in CITUS_QUERIES)
-        conn = await connect(db_url)
-        await conn.close()
-        assert not queries.using_citus()
+        async with pool.acquire() as conn:
+            assert statements(conn) is PLAIN_QUERIES
     finally:
-        queries.use_citus(False)
+        await pool.close()
+    conn = await connect(db_url)
+    try:
+        assert statements(conn) is PLAIN_QUERIES
+    finally:
+        await conn.close()
+
+
+def test_a_varied_statement_is_read_only_with_its_connection() -> None:
+    """QUERIES never gives a statement Citus runs otherwise: its plain text run on Citus
+    would fail there (or, as skip_redundant_checks, do what Citus must not)."""
+    assert set(CITUS_QUERIES) == VARIED
+    assert not VARIED & set(QUERIES)
+    for name in VARIED:
+        with pytest.raises(KeyError, match="Citus variant"):
+            QUERIES[name]
+        assert CITUS_STATEMENTS[name] is CITUS_QUERIES[name]
+    assert all(CITUS_STATEMENTS[name] is sql for name, sql in QUERIES.items())
 
 
 async def test_the_citus_claim_skips_a_host_another_transaction_holds(db_url: str) -> None:

@@ -225,12 +225,12 @@ def test_seed_file_from_stdin(db_url: str) -> None:
 
 def test_ctrl_c_after_reading_says_what_was_committed(db_url: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from crawler.core import patterns
+    from crawler.commands import seed
 
     def interrupted(*args: object) -> object:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(patterns, "partition", interrupted)
+    monkeypatch.setattr(seed, "partition", interrupted)
     result = crawler("seed", "http://127.0.0.1:8765/a", "http://127.0.0.1:8765/b",
                      db_url=db_url)
     assert_usage_error(result, "crawler seed: ", "interrupted after committing 0 of 2 URLs",
@@ -248,8 +248,8 @@ def _store_versions(db_url: str, warc: Path, url: str, bodies: list[str]) -> Non
     import asyncio
 
     from crawler.db import frontier
+    from crawler.db.collection import insert_stored_record
     from crawler.store.base import Capture
-    from crawler.store.collect import insert_stored_record
     from crawler.store.warc import WarcStore
 
     store = WarcStore(warc, max_bytes=10**9, writer_name="t")

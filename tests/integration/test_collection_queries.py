@@ -40,7 +40,7 @@ async def test_the_collection_rows_alone_write_once(db_url: str) -> None:
     """The transaction path (windowed pages, redirects) runs ``collection_rows`` on its own;
     a retried commit writes nothing twice."""
     from crawler.db import frontier
-    from crawler.store.collect import insert_stored_record
+    from crawler.db.collection import insert_stored_record
 
     conn = await asyncpg.connect(db_url)
     try:

@@ -18,22 +18,20 @@ import asyncpg
 import pytest
 from aiohttp import web
 from daemon import daemon_env, start_daemon
-from inprocess import NullEvents, quick_worker_config, serve_loopback, wait_for
+from inprocess import NullEvents, quick_settings, serve_loopback, wait_for
 from tls import TestCA, serve, server_context
 
-from crawler.config import default_settings
 from crawler.core import bounds
-from crawler.daemon.config import fetch_limits
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import default_settings
 from crawler.status import collect_status
 
 pytestmark = pytest.mark.timeout(120)
 
-LIMITS = fetch_limits(
-    default_settings(), connect_timeout=1.0, first_byte_timeout=2.0, total_timeout=8.0
+LIMITS = default_settings(connect_timeout=1.0, first_byte_timeout=2.0, total_timeout=8.0
 )
 
 
@@ -55,8 +53,8 @@ async def run_worker(
             "testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]),
             ca_bundle=ca.write(tmp_path / "ca.pem") if ca else None,
         )
-        config = quick_worker_config("edge-test", LIMITS, concurrency=4)
-        worker = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
+        config = quick_settings(LIMITS, concurrency=4)
+        worker = Worker(config, "edge-test", pool, session, NullEvents())  # type: ignore[arg-type]
         started.append((worker, asyncio.create_task(worker.run()), session))
         return worker
 

@@ -18,13 +18,15 @@ import asyncpg
 import pytest
 from invariants import assert_every_url_scheduled, unscheduled_urls
 
-from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
 from crawler.core.model import FetchResult, Outcome
+from crawler.core.patterns import EVERY_URL
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import HostContext, Transition, transition
 from crawler.db import frontier, windows
 from crawler.db.queries import QUERIES
 from crawler.db.record import write_transition
+from crawler.settings import default_settings
 from crawler.store.collect import Collection
 
 pytestmark = pytest.mark.timeout(120)
@@ -32,10 +34,7 @@ pytestmark = pytest.mark.timeout(120)
 ORIGIN = "http://127.0.0.2:8000"
 ROOT, A, B = ORIGIN + "/", ORIGIN + "/a", ORIGIN + "/b"
 INTERVAL = 3600.0
-CONFIG = transition_config(
-    default_settings(),
-    schedule_policy(default_settings(), mode="uniform", default_interval_seconds=INTERVAL),
-)
+POLICY = SchedulePolicy(default_settings(schedule="uniform", default_interval=INTERVAL))
 HOST = HostContext(HostHealth(), delay_seconds=0.0, next_request_at=0.0)
 
 
@@ -64,7 +63,8 @@ async def fetch(pool: asyncpg.Pool, url: str, result: FetchResult) -> Transition
     result = FetchResult(time.time(), result.duration_seconds, result.outcome,
                          status=result.status, body=result.body,
                          content_type=result.content_type)
-    t = transition(record, result, HOST, CONFIG, now=result.fetched_at, rng_value=0.5)
+    t = transition(record, result, HOST, POLICY, url_filter=EVERY_URL, now=result.fetched_at,
+                   rng_value=0.5)
     write = await Collection(None, pool).prepare(t, result)
     await write_transition(pool, t, claims[0].lease, extra_writes=[write] if write else [])
     assert await frontier.release_host(pool, claims[0].lease)

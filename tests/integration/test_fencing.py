@@ -15,8 +15,9 @@ from test_frontier import urls_for
 
 from crawler.core.backoff import HostHealth
 from crawler.core.model import FetchResult, Outcome
+from crawler.core.patterns import global_filter
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import HostContext, transition
-from crawler.daemon.config import worker_config
 from crawler.daemon.recorder import Recorder
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
@@ -31,6 +32,8 @@ from crawler.settings import Settings
 pytestmark = pytest.mark.usefixtures("statements")
 
 SETTINGS = Settings(total_timeout=5.0, lease_seconds=30.0, default_interval=3600.0)
+POLICY = SchedulePolicy(SETTINGS)
+URL_FILTER = global_filter(SETTINGS.include, SETTINGS.exclude)
 
 
 def fetched(claim: HostClaim, url_index: int = 0):  # type: ignore[no-untyped-def]
@@ -38,9 +41,8 @@ def fetched(claim: HostClaim, url_index: int = 0):  # type: ignore[no-untyped-de
     now = time.time()
     result = FetchResult(now, 0.01, Outcome.OK, status=200, content_type="text/html",
                          body=b"<html><body><p>words and more words</p></body></html>")
-    config = worker_config(SETTINGS, claim.lease.owner).transition_config()
-    return transition(record, result, HostContext(HostHealth(), 1.0, now), config,
-                      now=now, rng_value=0.5)
+    return transition(record, result, HostContext(HostHealth(), 1.0, now), POLICY,
+                      url_filter=URL_FILTER, now=now, rng_value=0.5)
 
 
 async def counts(pool: asyncpg.Pool) -> tuple[int, int]:
@@ -194,16 +196,15 @@ async def test_a_worker_that_lost_its_lease_drops_the_result_and_stops(db_url: s
     try:
         urls = [(f"http://127.0.0.1:{port}/p{i}", 1.0) for i in range(5)]
         await frontier.seed(pool, urls, time.time() - 1)
-        config = worker_config(Settings(total_timeout=5.0, lease_seconds=30.0,
-                                        politeness_delay=0.0, allow_networks=["127.0.0.0/8"]),
-                               "stalled")
+        settings = Settings(total_timeout=5.0, lease_seconds=30.0, politeness_delay=0.0,
+                            allow_networks=["127.0.0.0/8"])
         [claim] = await frontier.claim(pool, "stalled", max_hosts=1, urls_per_host=5,
                                        lease_seconds=30)
         # Another daemon took the host (as after a pause past the lease).
         await pool.execute("UPDATE hosts SET lease_owner = 'other', lease_epoch = lease_epoch + 1")
-        async with new_session("t", config.limits,
+        async with new_session("t", settings,
                                address_policy=AddressPolicy(["127.0.0.0/8"])) as session:
-            worker = Worker(config, pool, session, metrics)
+            worker = Worker(settings, "stalled", pool, session, metrics)
             await worker.drain_host(claim)
         # Its first write (the host's refused note, after robots.txt) was refused: no page
         # was requested after it, and nothing else was tried.
@@ -238,8 +239,8 @@ async def test_deadlocks_and_serialization_failures_are_retried(
         return "done"
 
     try:
-        config = worker_config(SETTINGS, "me")
-        worker = Worker(config, pool, None, Metrics(CollectorRegistry()))  # type: ignore[arg-type]
+        worker = Worker(SETTINGS, "me", pool, None,  # type: ignore[arg-type]
+                        Metrics(CollectorRegistry()))
         assert await worker._with_db_retry(conflicted_once) == "done"
         assert len(attempts) == 2
     finally:
@@ -263,7 +264,7 @@ async def test_a_connection_left_mid_protocol_is_retried_on_a_fresh_one(db_url: 
         return int(backend)
 
     try:
-        worker = Worker(worker_config(SETTINGS, "me"), pool, None,  # type: ignore[arg-type]
+        worker = Worker(SETTINGS, "me", pool, None,  # type: ignore[arg-type]
                         Metrics(CollectorRegistry()))
         assert await worker._with_db_retry(broken_once) == attempts[-1]
         assert len(attempts) == 2
@@ -284,7 +285,7 @@ async def test_a_retried_write_gives_up_once_its_lease_has_run_out(db_url: str) 
         await frontier.seed(pool, urls_for(1, 1), time.time() - 1)
         [claim] = await frontier.claim(pool, "me", max_hosts=1, urls_per_host=1,
                                        lease_seconds=1.0)
-        worker = Worker(worker_config(SETTINGS, "me"), pool, None,  # type: ignore[arg-type]
+        worker = Worker(SETTINGS, "me", pool, None,  # type: ignore[arg-type]
                         Metrics(CollectorRegistry()))
         with pytest.raises(LeaseLost):
             await asyncio.wait_for(
@@ -322,9 +323,8 @@ async def test_a_written_transition_reads_back_as_the_same_record(
             result = FetchResult(now, 0.01, Outcome.OK, status=200, content_type="text/html",
                                  body=body.encode(), etag=f'"e{round_}"',
                                  last_modified=round(dated + 7200.0 * (round_ // 2), 3))
-            config = worker_config(SETTINGS, "me").transition_config()
-            t = transition(claim.urls[0], result, HostContext(HostHealth(), 1.0, now), config,
-                           now=now, rng_value=0.5)
+            t = transition(claim.urls[0], result, HostContext(HostHealth(), 1.0, now), POLICY,
+                           url_filter=URL_FILTER, now=now, rng_value=0.5)
             if writer == "recorder":
                 assert await recorder.record(t, claim.lease)
                 assert await recorder.release(claim.lease)

@@ -14,10 +14,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from crawler.db import frontier, partitions
+from crawler.db import frontier, partitions, queries
 from crawler.db.connect import sqlalchemy_url
 from crawler.db.migrate import upgrade
-from crawler.db.queries import QUERIES
 from crawler.db.schema import metadata
 
 # Each test with the plain statements and with the Citus variants (conftest.statements).
@@ -150,7 +149,7 @@ async def test_a_claim_sends_each_hosts_robots_txt_once(db_url: str) -> None:
         )
         bodies = {r["id"]: r["robots_body"]
                   for r in await pool.fetch("SELECT id, robots_body FROM hosts")}
-        rows = await pool.fetch(QUERIES["claim_due_work"], 10, "raw", 5, 60.0)
+        rows = await queries.fetch(pool, "claim_due_work", 10, "raw", 5, 60.0)
         assert len(rows) == 4 * 5
         first_rows = {}
         for row in rows:
@@ -244,7 +243,7 @@ async def test_frontier_queries_use_indexes(db_url: str, query: str, statements:
         await conn.execute("SET enable_seqscan = off")
         args = EXPLAINED[query]
         async with conn.transaction():
-            rows = await conn.fetch("EXPLAIN " + QUERIES[query], *args)
+            rows = await conn.fetch("EXPLAIN " + queries.statements(conn)[query], *args)
             plan = "\n".join(r[0] for r in rows)
             await conn.execute("ROLLBACK; BEGIN")
         assert "Seq Scan" not in plan, plan

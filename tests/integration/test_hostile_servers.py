@@ -10,13 +10,11 @@ import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 
 import aiohttp
 import pytest
 from hostile import PAGE, HostileServer, bomb, http_date
 
-from crawler.config import default_settings
 from crawler.core import model
 from crawler.core.extract import decode_body
 from crawler.core.model import FetchResult, UrlRecord
@@ -33,16 +31,14 @@ from crawler.core.robots import (
     RobotsState,
     decide_robots,
 )
-from crawler.daemon.config import fetch_limits
-from crawler.net.fetch import FetchLimits, fetch, fetch_robots, new_session
+from crawler.net.fetch import fetch, fetch_robots, new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import Settings, default_settings
 
 pytestmark = pytest.mark.timeout(60)
 
-LIMITS = fetch_limits(
-    default_settings(),
-    connect_timeout=0.5, first_byte_timeout=1.0, total_timeout=2.0, max_body_bytes=1024 * 1024
-)
+LIMITS = default_settings(connect_timeout=0.5, first_byte_timeout=1.0, total_timeout=2.0,
+                          max_body_bytes=1024 * 1024)
 BOUND_SECONDS = LIMITS.total_timeout + 1.0
 
 
@@ -64,7 +60,7 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 async def get(
-    session: aiohttp.ClientSession, url: str, limits: FetchLimits = LIMITS
+    session: aiohttp.ClientSession, url: str, limits: Settings = LIMITS
 ) -> FetchResult:
     started = time.monotonic()
     result = await fetch(session, UrlRecord(url_id=1, url=url), limits)
@@ -162,7 +158,8 @@ async def test_server_that_accepts_and_never_answers(
     assert (result.outcome, result.error_kind) == (model.TIMEOUT, "timeout_first_byte")
     assert time.monotonic() - started < LIMITS.first_byte_timeout + 0.5
     # With a first-byte timeout longer than the total, the total cuts it.
-    patient = replace(LIMITS, first_byte_timeout=10.0, total_timeout=1.0, connect_timeout=0.5)
+    patient = LIMITS.model_copy(update={
+        "first_byte_timeout": 10.0, "total_timeout": 1.0, "connect_timeout": 0.5})
     result = await get(session, server.url("/silent"), patient)
     assert (result.outcome, result.error_kind) == (model.TIMEOUT, "timeout_total")
 

@@ -10,14 +10,13 @@ import json
 import asyncpg
 import pytest
 from aiohttp import web
-from inprocess import NullEvents, quick_worker_config, wait_for
+from inprocess import NullEvents, quick_settings, wait_for
 from test_cli_errors import crawler
 
-from crawler.config import default_settings
-from crawler.daemon.config import fetch_limits
 from crawler.daemon.worker import Worker
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import default_settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -44,11 +43,11 @@ async def serve(requests: list[str]) -> tuple[web.AppRunner, int]:
 async def crawl(db_url: str, allow: list[str], done: str) -> None:
     """Run a worker with ``allow`` as CRAWLER_ALLOW_NETWORKS until the query ``done`` holds."""
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
-    limits = fetch_limits(default_settings(), connect_timeout=2.0, first_byte_timeout=5.0,
+    limits = default_settings(connect_timeout=2.0, first_byte_timeout=5.0,
                           total_timeout=10.0)
     session = new_session("testbot/1.0", limits, address_policy=AddressPolicy(allow))
-    config = quick_worker_config("ipv4-test", limits, concurrency=2)
-    worker = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
+    config = quick_settings(limits, concurrency=2)
+    worker = Worker(config, "ipv4-test", pool, session, NullEvents())  # type: ignore[arg-type]
     task = asyncio.create_task(worker.run())
     try:
         await wait_for(lambda: pool.fetchval(done), done)

@@ -13,20 +13,17 @@ import aiohttp
 import pytest
 from hostile import KeepAliveServer
 
-from crawler.config import default_settings
 from crawler.core import model
 from crawler.core.model import FetchResult, UrlRecord
-from crawler.daemon.config import fetch_limits
 from crawler.net.fetch import fetch, fetch_robots, new_session
 from crawler.net.session import host_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import default_settings
 
 pytestmark = pytest.mark.timeout(60)
 
-LIMITS = fetch_limits(
-    default_settings(),
-    connect_timeout=0.5, first_byte_timeout=0.5, total_timeout=2.0, max_body_bytes=64 * 1024
-)
+LIMITS = default_settings(connect_timeout=0.5, first_byte_timeout=0.5, total_timeout=2.0,
+                          max_body_bytes=64 * 1024)
 
 
 def page(path: str) -> bytes:

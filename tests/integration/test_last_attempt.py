@@ -15,15 +15,14 @@ import time
 import asyncpg
 import pytest
 from aiohttp import web
-from inprocess import NullEvents, quick_worker_config, wait_for
+from inprocess import NullEvents, quick_settings, wait_for
 from test_cli_errors import crawler
 
-from crawler.config import default_settings
-from crawler.daemon.config import fetch_limits
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import default_settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,11 +45,11 @@ async def fetch_each_once(db_url: str) -> str:
     await site.start()
     origin = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
-    limits = fetch_limits(default_settings(), connect_timeout=2.0, first_byte_timeout=5.0,
+    limits = default_settings(connect_timeout=2.0, first_byte_timeout=5.0,
                           total_timeout=10.0)
     session = new_session("testbot/1.0", limits, address_policy=AddressPolicy(["127.0.0.0/8"]))
-    config = quick_worker_config("attempt-test", limits, concurrency=2)
-    worker = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
+    config = quick_settings(limits, concurrency=2)
+    worker = Worker(config, "attempt-test", pool, session, NullEvents())  # type: ignore[arg-type]
     try:
         await frontier.seed(pool, [(f"{origin}{p}", 1.0) for p in ("/ok", "/missing", "/broken")],
                             time.time() - 1)

@@ -16,10 +16,11 @@ from daemon import daemon_env, start_daemon, stop_daemon
 from crawler.core.backoff import HostHealth
 from crawler.core.model import FetchResult, Outcome
 from crawler.core.partitions import Month
+from crawler.core.patterns import global_filter
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import HostContext, Transition, transition
-from crawler.daemon.config import worker_config
 from crawler.db import frontier, partitions
-from crawler.db.queries import QUERIES
+from crawler.db.queries import CITUS_STATEMENTS, PLAIN_QUERIES, QUERIES
 from crawler.settings import Settings
 
 pytestmark = pytest.mark.timeout(60)
@@ -41,8 +42,9 @@ def page(n: int) -> bytes:
 def fetched(record, now: float, version: int) -> Transition:  # type: ignore[no-untyped-def]
     result = FetchResult(now, 0.01, Outcome.OK, status=200, content_type="text/html",
                          body=page(version))
-    config = worker_config(SETTINGS, "test").transition_config()
-    return transition(record, result, HostContext(HostHealth(), 1.0, now), config,
+    return transition(record, result, HostContext(HostHealth(), 1.0, now),
+                      SchedulePolicy(SETTINGS),
+                      url_filter=global_filter(SETTINGS.include, SETTINGS.exclude),
                       now=now, rng_value=0.5)
 
 
@@ -180,7 +182,8 @@ async def test_estimates_never_read_observations(db_url: str) -> None:
     finally:
         await pool.close()
     for name in ("claim_due_work", "planner_sample", "reschedule_scan", "reschedule_records"):
-        assert not re.search(r"\bobservations\b", QUERIES[name]), name
+        for sql in (PLAIN_QUERIES[name], CITUS_STATEMENTS[name]):
+            assert not re.search(r"\bobservations\b", sql), name
 
 
 async def test_a_fetch_dated_outside_every_partition_lands_in_default_then_its_month(

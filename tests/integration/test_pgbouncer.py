@@ -36,6 +36,7 @@ from toolcheck import require_tool
 from crawler.db import frontier, partitions
 from crawler.db.connect import connect, database_url
 from crawler.db.frontier import SMALL_SEED
+from crawler.db.queries import EngineConnection
 from crawler.demo.processes import PoissonProcess
 from crawler.demo.sites import PageSpec, SiteSpec
 from crawler.demo.web import DemoWeb
@@ -255,7 +256,7 @@ async def test_seed_and_crawl_through_pgbouncer_in_transaction_mode(db_url: str)
         print("daemon:", output[-4000:])  # shown by pytest only when the test fails
 
 
-class HoppingConnection(asyncpg.Connection):
+class HoppingConnection(EngineConnection):
     """After each statement it runs outside a transaction (a COMMIT too), this client moves to
     the other server connection, as it may any time in production: an idle ``hog`` takes the
     server connection that statement ran on (PgBouncer hands out the last released first),

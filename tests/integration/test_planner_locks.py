@@ -5,25 +5,22 @@ its chunk transaction deadlocked with record_fetch and stalled fetching for a se
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 
 import asyncpg
 import pytest
 
-from crawler.config import default_settings, schedule_policy
+from crawler.core.schedule import SchedulePolicy
 from crawler.db import frontier, planning
 from crawler.db.frontier import refresh_hosts
 from crawler.db.planning import reschedule
+from crawler.settings import default_settings
 
 # Each test with the plain statements and with the Citus variants (conftest.statements).
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("statements")]
 
-POLICY = dataclasses.replace(
-    schedule_policy(default_settings(), min_interval_seconds=60.0,
-                    max_interval_seconds=30 * 86400.0),
-    mu=1e-3,
-)
+POLICY = SchedulePolicy(default_settings(min_interval=60.0, max_interval=30 * 86400.0),
+                        mu=1e-3)
 PER_HOST = 20
 
 

@@ -7,20 +7,19 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import numpy as np
 import pytest
 
-from crawler.config import default_settings, schedule_policy
 from crawler.core.budget import derived_budget_per_day, plan_population
 from crawler.core.estimate import ChangeHistory, GammaPrior
 from crawler.core.model import SECONDS_PER_DAY, UrlRecord
 from crawler.core.periodic import PeriodicModel
-from crawler.core.planning import PlannerInputs, PlannerOutcome
+from crawler.core.planning import PlannerOutcome
 from crawler.core.replan import current_rates, moved_urls, replanned
 from crawler.core.schedule import SchedulePolicy
-from crawler.daemon.config import planner_inputs
 from crawler.daemon.planner import solve_once
 from crawler.db import frontier
 from crawler.db.planning import (
@@ -30,15 +29,19 @@ from crawler.db.planning import (
     read_sample,
     reschedule,
 )
-from crawler.db.queries import QUERIES
+from crawler.db.queries import PLAIN_QUERIES
+from crawler.settings import default_settings
 
 pytestmark = pytest.mark.timeout(180)
 
 HOSTS = 400
 PER_HOST = 50
-POLICY = schedule_policy(
-    default_settings(), min_interval_seconds=60.0, max_interval_seconds=30 * 86400.0
-)
+POLICY = SchedulePolicy(default_settings(min_interval=60.0, max_interval=30 * 86400.0))
+
+
+def planned(**settings: Any) -> SchedulePolicy:
+    """POLICY, with the settings a test's planning rounds read (budget, fleet, sample)."""
+    return SchedulePolicy(POLICY.settings.model_copy(update=settings))
 
 
 async def populate(pool: asyncpg.Pool, hosts: int = HOSTS) -> np.ndarray:
@@ -81,12 +84,10 @@ async def test_sampled_solve_matches_the_full_population(db_url: str) -> None:
             "UPDATE urls SET fetch_rate_per_day = t.r FROM unnest($1::bigint[], $2::float8[]) "
             "AS t(id, r) WHERE urls.id = t.id", ids, stored.tolist(),
         )
-        inputs = planner_inputs(
-            default_settings(), budget_per_day=budget, concurrency=8, politeness_delay=0.0,
-            sample_urls=2_000,
-        )
         policy, outcome = await solve_once(
-            pool, POLICY, inputs, window_seconds=60.0, round_seconds=60.0,
+            pool, planned(budget_per_day=budget, concurrency=8, politeness_delay=0.0,
+                          planner_sample_urls=2_000),
+            window_seconds=60.0, round_seconds=60.0,
             rng=np.random.default_rng(1),
         )
         assert outcome is not None
@@ -121,48 +122,46 @@ async def test_sampled_solve_matches_the_full_population(db_url: str) -> None:
 
 
 @pytest.fixture
-async def small_fleet(db_url: str) -> AsyncIterator[tuple[asyncpg.Pool, PlannerInputs]]:
-    """2,000 fetched URLs on 40 hosts, and planner inputs with a fixed budget."""
+async def small_fleet(db_url: str) -> AsyncIterator[tuple[asyncpg.Pool, SchedulePolicy]]:
+    """2,000 fetched URLs on 40 hosts, and a policy whose settings fix the budget."""
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
     try:
         await populate(pool, hosts=40)
-        yield pool, planner_inputs(
-            default_settings(), budget_per_day=1e4, concurrency=8, politeness_delay=0.0,
-            sample_urls=1_000,
-        )
+        yield pool, planned(budget_per_day=1e4, concurrency=8, politeness_delay=0.0,
+                            planner_sample_urls=1_000)
     finally:
         await pool.close()
 
 
-async def test_one_planner_per_fleet(small_fleet: tuple[asyncpg.Pool, PlannerInputs]) -> None:
-    pool, inputs = small_fleet
-    _, first = await solve_once(pool, POLICY, inputs, window_seconds=60, round_seconds=30)
-    adopted, second = await solve_once(pool, POLICY, inputs, window_seconds=60, round_seconds=30)
+async def test_one_planner_per_fleet(small_fleet: tuple[asyncpg.Pool, SchedulePolicy]) -> None:
+    pool, policy = small_fleet
+    _, first = await solve_once(pool, policy, window_seconds=60, round_seconds=30)
+    adopted, second = await solve_once(pool, policy, window_seconds=60, round_seconds=30)
     assert first is not None
     assert second is None  # a round was solved less than 30 s ago: adopt it
     assert adopted.mu == pytest.approx(first.mu)
     await pool.execute("UPDATE planner_state SET updated_at = now() - interval '31 seconds'")
-    _, third = await solve_once(pool, POLICY, inputs, window_seconds=60, round_seconds=30)
+    _, third = await solve_once(pool, policy, window_seconds=60, round_seconds=30)
     assert third is not None
 
 
 async def test_a_round_walks_when_mu_drifted_since_the_last_walk(
-    small_fleet: tuple[asyncpg.Pool, PlannerInputs],
+    small_fleet: tuple[asyncpg.Pool, SchedulePolicy],
 ) -> None:
     # The walk is decided against the policy of the last walk, not the last round's: a μ
     # drifting 1% a round would otherwise never reschedule anything.
-    pool, inputs = small_fleet
+    pool, base = small_fleet
 
     async def round_(
         policy: SchedulePolicy, walked: SchedulePolicy | None
     ) -> tuple[SchedulePolicy, PlannerOutcome | None]:
         await pool.execute("UPDATE planner_state SET updated_at = now() - interval '1 hour'")
         return await solve_once(
-            pool, policy, inputs, window_seconds=60, round_seconds=30,
+            pool, policy, window_seconds=60, round_seconds=30,
             rng=np.random.default_rng(1), walked=walked,
         )
 
-    first_policy, first = await round_(POLICY, None)
+    first_policy, first = await round_(base, None)
     assert first is not None and first.walked
     # Each walk replaces seeded rates with the URLs' own estimates, which moves μ; once a
     # walk reschedules nothing, the population holds still and so does μ.
@@ -187,11 +186,8 @@ async def test_derived_budget_counts_every_live_daemon(db_url: str) -> None:
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
     try:
         await populate(pool, hosts=HOSTS)
-        inputs = planner_inputs(
-            default_settings(), budget_per_day=None, concurrency=4, politeness_delay=2.0,
-            heartbeat_seconds=10.0,
-        )
-        alone = await fleet_budget(pool, inputs)
+        settings = default_settings(budget_per_day=None, concurrency=4, politeness_delay=2.0)
+        alone = await fleet_budget(pool, settings)
         assert alone == pytest.approx(derived_budget_per_day(np.full(HOSTS, 2.0), 4))
         for i in range(3):
             await pool.execute("INSERT INTO daemons (owner, concurrency) VALUES ($1, 4)", f"d{i}")
@@ -199,7 +195,7 @@ async def test_derived_budget_counts_every_live_daemon(db_url: str) -> None:
             "INSERT INTO daemons (owner, concurrency, heartbeat_at) "
             "VALUES ('dead', 100, now() - interval '1 hour')"
         )
-        fleet = await fleet_budget(pool, inputs)
+        fleet = await fleet_budget(pool, settings)
         assert fleet == pytest.approx(derived_budget_per_day(np.full(HOSTS, 2.0), 12))
     finally:
         await pool.close()
@@ -261,7 +257,7 @@ async def test_the_planners_walk_is_planned_for_each_chunk(db_url: str) -> None:
             for conn in (a, b):
                 plans += await conn.fetch(
                     "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                    "WHERE statement = $1", QUERIES["reschedule_urls"],
+                    "WHERE statement = $1", PLAIN_QUERIES["reschedule_urls"],
                 )
         assert sum(p["custom_plans"] for p in plans) >= 6  # past the switch to generic
         assert sum(p["generic_plans"] for p in plans) == 0, plans

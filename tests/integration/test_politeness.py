@@ -12,13 +12,11 @@ import pytest
 from aiohttp import web
 from loopback import ManyAddressServer
 
-from crawler.config import default_settings
-from crawler.daemon.config import fetch_limits, worker_config
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.settings import Settings
+from crawler.settings import Settings, default_settings
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -72,18 +70,15 @@ async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
     workers = []
     sessions = []
     for n, pool in enumerate(pools):
-        session = new_session("test-crawler", fetch_limits(default_settings(), total_timeout=5.0),
+        session = new_session("test-crawler", default_settings(total_timeout=5.0),
                               address_policy=AddressPolicy(["127.0.0.0/8"]))
         sessions.append(session)
-        cfg = worker_config(
-            Settings(
-                concurrency=8, claim_batch_hosts=4, claim_urls_per_host=25, lease_seconds=30.0,
-                poll_interval=0.05, politeness_delay=delay, total_timeout=5.0,
-                default_interval=3600.0,
-            ),
-            f"daemon-{n}",
+        settings = Settings(
+            concurrency=8, claim_batch_hosts=4, claim_urls_per_host=25, lease_seconds=30.0,
+            poll_interval=0.05, politeness_delay=delay, total_timeout=5.0,
+            default_interval=3600.0,
         )
-        workers.append(Worker(cfg, pool, session, NullEvents()))
+        workers.append(Worker(settings, f"daemon-{n}", pool, session, NullEvents()))
     tasks = [asyncio.create_task(w.run()) for w in workers]
     try:
         deadline = time.time() + 240  # generous: a loaded machine is slower, not wrong

@@ -20,7 +20,7 @@ import pytest
 from alembic import command
 
 from crawler.db import frontier, migrate
-from crawler.db.queries import QUERIES
+from crawler.db.queries import PLAIN_QUERIES, QUERIES
 
 # Each test with the plain statements and with the Citus variants (conftest.statements).
 pytestmark = pytest.mark.usefixtures("statements")
@@ -102,7 +102,7 @@ async def test_claim_and_idle_wake_read_o_batch_on_a_busy_frontier(db_url: str) 
         )
         assert blocked >= 0.9 * HOSTS
 
-        claim = await explain(conn, QUERIES["claim_due_work"], BATCH, "probe", 4, 60.0)
+        claim = await explain(conn, PLAIN_QUERIES["claim_due_work"], BATCH, "probe", 4, 60.0)
         assert claim["Actual Rows"] == BATCH, claim  # 16 hosts, one due URL each
         assert host_rows_read(claim) <= 10 * BATCH, json.dumps(claim, indent=1)
         # Finding the ready hosts: a few index and heap pages per host of the batch.

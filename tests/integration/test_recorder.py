@@ -20,18 +20,15 @@ from test_fencing import SETTINGS, counts, fetched
 from test_frontier import urls_for
 from test_politeness import NullEvents
 
-from crawler.config import default_settings
 from crawler.core.transition import Transition
-from crawler.daemon.config import fetch_limits, worker_config
 from crawler.daemon.recorder import Recorder
 from crawler.daemon.worker import Worker
-from crawler.db import frontier
+from crawler.db import frontier, queries
 from crawler.db.frontier import HostClaim, LeaseLost
-from crawler.db.queries import QUERIES
 from crawler.metrics import Metrics
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.settings import Settings
+from crawler.settings import Settings, default_settings
 from crawler.store.base import StoredRecord
 from crawler.store.collect import CollectionWrite
 
@@ -380,7 +377,7 @@ async def test_a_transient_failure_is_retried_by_the_worker(db_url: str) -> None
 
     try:
         claims = await claimed(pool, 3)
-        worker = Worker(worker_config(SETTINGS, "me"), pool, None,  # type: ignore[arg-type]
+        worker = Worker(SETTINGS, "me", pool, None,  # type: ignore[arg-type]
                         Metrics(CollectorRegistry()))
         worker.recorder.records.linger_seconds = 0.2
         fetches = [fetched(c) for c in claims]
@@ -417,7 +414,7 @@ async def test_batched_statements_use_indexes(db_url: str, query: str, args: obj
         for mode in ("force_custom_plan", "force_generic_plan"):
             await conn.execute(f"SET plan_cache_mode = {mode}")
             async with conn.transaction():
-                rows = await conn.fetch("EXPLAIN " + QUERIES[query], *args)
+                rows = await conn.fetch("EXPLAIN " + queries.statements(conn)[query], *args)
                 plan = "\n".join(r[0] for r in rows)
                 await conn.execute("ROLLBACK; BEGIN")
             assert "Seq Scan" not in plan, plan
@@ -541,13 +538,13 @@ async def test_the_worker_records_many_hosts_fetches_per_transaction(
     urls = [(f"http://{a}:{server.port}/p{i}", 1.0) for a in addresses for i in range(3)]
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=6)
     # Generous timeouts: a robots.txt that times out on a loaded machine backs its host off.
-    session = new_session("test-crawler", fetch_limits(default_settings(), total_timeout=15.0),
+    session = new_session("test-crawler", default_settings(total_timeout=15.0),
                           address_policy=AddressPolicy(["127.0.0.0/8"]))
-    config = worker_config(Settings(
+    settings = Settings(
         concurrency=30, claim_batch_hosts=30, claim_urls_per_host=3, lease_seconds=30.0,
         poll_interval=0.05, politeness_delay=0.1, total_timeout=15.0, default_interval=3600.0,
-    ), "batching")
-    worker = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
+    )
+    worker = Worker(settings, "batching", pool, session, NullEvents())  # type: ignore[arg-type]
     task = asyncio.create_task(worker.run())
     try:
         await frontier.seed(pool, urls, time.time() - 1)

@@ -15,27 +15,24 @@ from pathlib import Path
 import asyncpg
 import pytest
 from aiohttp import web
-from inprocess import NullEvents, quick_worker_config, wait_for
+from inprocess import NullEvents, quick_settings, wait_for
 from warcio.archiveiterator import ArchiveIterator
 from warctools import check_files
 
-from crawler.config import default_settings
-from crawler.daemon.config import fetch_limits
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import default_settings
 from crawler.store.collect import Collection
 from crawler.store.durable import DurableStore
 from crawler.store.warc import SUFFIX, WarcStore
 
 pytestmark = pytest.mark.timeout(120)
 
-LIMITS = fetch_limits(
-    # Generous: a robots.txt that times out on a loaded machine backs the host off, and the
-    # test would wait for fetches that never come.
-    default_settings(), connect_timeout=5.0, first_byte_timeout=10.0, total_timeout=20.0
-)
+# Generous: a robots.txt that times out on a loaded machine backs the host off, and the
+# test would wait for fetches that never come.
+LIMITS = default_settings(connect_timeout=5.0, first_byte_timeout=10.0, total_timeout=20.0)
 # What the server sends, per path: status, Location, body.
 ANSWERS: dict[str, tuple[int, str | None, bytes]] = {
     "/r301": (301, "/moved.html", b"<html><body><p>moved away</p></body></html>"),
@@ -92,8 +89,8 @@ async def test_every_redirect_hop_is_archived_under_the_uri_that_sent_it(
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
     session = new_session("testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]))
     store = DurableStore(WarcStore(warc_dir, max_bytes=1 << 20, writer_name="t"))
-    config = quick_worker_config("redirect-test", LIMITS, concurrency=2)
-    worker = Worker(config, pool, session, NullEvents(),  # type: ignore[arg-type]
+    config = quick_settings(LIMITS, concurrency=2)
+    worker = Worker(config, "redirect-test", pool, session, NullEvents(),  # type: ignore[arg-type]
                     Collection(store, pool, "testbot/1.0"))
     task = asyncio.create_task(worker.run())
     try:

@@ -17,16 +17,15 @@ from typing import Any
 import asyncpg
 import pytest
 from aiohttp import web
-from inprocess import NullEvents, quick_worker_config, serve_loopback, wait_for
+from inprocess import NullEvents, quick_settings, serve_loopback, wait_for
 from warcio.archiveiterator import ArchiveIterator
 from warctools import check_files, check_index_rows
 
-from crawler.config import default_settings
-from crawler.daemon.config import fetch_limits
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import default_settings
 from crawler.store.base import REVISIT, Capture
 from crawler.store.collect import Collection, LastResponse, _write
 from crawler.store.durable import DurableStore
@@ -34,11 +33,9 @@ from crawler.store.warc import SUFFIX, WarcStore, warc_date
 
 pytestmark = pytest.mark.timeout(120)
 
-LIMITS = fetch_limits(
-    # Generous: a robots.txt that times out on a loaded machine backs the host off, and the
-    # test would wait for fetches that never come.
-    default_settings(), connect_timeout=5.0, first_byte_timeout=10.0, total_timeout=20.0
-)
+# Generous: a robots.txt that times out on a loaded machine backs the host off, and the
+# test would wait for fetches that never come.
+LIMITS = default_settings(connect_timeout=5.0, first_byte_timeout=10.0, total_timeout=20.0)
 SAME = b"<html><body><p>the same words</p></body></html>"
 OTHER = b"<html><body><p>other words altogether, a real change of the page</p></body></html>"
 # Per fetch of /moving: where its 302 leads, and what that target answers.
@@ -106,7 +103,7 @@ async def test_a_revisit_after_a_moved_redirect_refers_to_the_uri_stored(
         warc_dir = tmp_path / "warc"
         pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
         session = new_session("testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]))
-        config = quick_worker_config("revisit-test", LIMITS, concurrency=1)
+        config = quick_settings(LIMITS, concurrency=1)
 
         async def fetch(collection: Collection, n: int) -> None:
             """Fetch /moving once more (the n-th time), through ``collection``."""
@@ -114,7 +111,7 @@ async def test_a_revisit_after_a_moved_redirect_refers_to_the_uri_stored(
             await pool.execute("UPDATE urls SET next_fetch_at = now() - interval '1 second'")
             await pool.execute("UPDATE hosts SET next_due_at = now() - interval '1 second', "
                                "next_request_at = now() - interval '1 second'")
-            worker = Worker(config, pool, session, NullEvents(), collection)  # type: ignore[arg-type]
+            worker = Worker(config, "revisit-test", pool, session, NullEvents(), collection)  # type: ignore[arg-type]
             task = asyncio.create_task(worker.run())
 
             async def fetched() -> bool:

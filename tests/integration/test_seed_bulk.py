@@ -14,9 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from crawler.commands.errors import PARTIAL
-from crawler.db import frontier
-from crawler.db.queries import QUERIES
+from crawler.db import frontier, queries
+from crawler.errors import PARTIAL
 
 pytestmark = pytest.mark.timeout(300)
 # Each in-process test with the plain statements and with the Citus variants
@@ -193,7 +192,7 @@ async def skips_checks(url: str) -> bool:
     conn = await asyncpg.connect(url)
     try:
         async with conn.transaction():
-            skipped = await conn.fetchval(QUERIES["skip_redundant_checks"])
+            skipped = await queries.fetchval(conn, "skip_redundant_checks")
             role = await conn.fetchval("SHOW session_replication_role")
             assert role == ("replica" if skipped else "origin")
         assert await conn.fetchval("SHOW session_replication_role") == "origin"

@@ -32,7 +32,6 @@ import pytest
 from aiohttp import web
 from tls import serve
 
-from crawler.config import default_settings, schedule_policy
 from crawler.core.estimate import GammaPrior
 from crawler.core.model import (
     HTTP_ERROR,
@@ -43,12 +42,13 @@ from crawler.core.model import (
     Schedule,
     UrlRecord,
 )
-from crawler.daemon.config import fetch_limits, worker_config
+from crawler.core.schedule import SchedulePolicy
 from crawler.daemon.worker import Worker
 from crawler.db import frontier
-from crawler.net.fetch import FetchLimits, fetch
+from crawler.net.fetch import fetch
 from crawler.net.session import new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import Settings, default_settings
 from crawler.sim import step
 from crawler.sim.simulator import build_population
 
@@ -58,7 +58,7 @@ BASE_DAYS = 20094.0  # 2025-01-06, a Monday, 00:00 UTC: virtual day 0
 HOUR = 1.0 / 24.0
 FETCHES_PER_PAGE = 45
 WAIT_SECONDS = 45.0
-LIMITS = fetch_limits(default_settings(), connect_timeout=2.0, total_timeout=5.0)
+LIMITS = default_settings(connect_timeout=2.0, total_timeout=5.0)
 
 
 class NullEvents:
@@ -178,14 +178,8 @@ async def test_simulator_step_decides_like_the_worker_through_the_database(
         )
         for number, index in enumerate(chosen)
     }
-    policy = schedule_policy(
-        default_settings(),
-        mode="optimal",
-        mu=0.3,
-        prior=GammaPrior(0.8, 4.0),
-        max_interval_seconds=7 * SECONDS_PER_DAY,
-    )
-    sim_config = step.transition_config(policy)
+    scheduling = {"schedule": "optimal", "max_interval": 7 * SECONDS_PER_DAY}
+    policy = SchedulePolicy(step.sim_settings(**scheduling), mu=0.3, prior=GammaPrior(0.8, 4.0))
     serving: dict[str, tuple[int, bytes, dict[str, str]]] = {}
     problems: list[str] = []
     finished = asyncio.Event()
@@ -197,7 +191,7 @@ async def test_simulator_step_decides_like_the_worker_through_the_database(
         return web.Response(status=status, body=body, headers=headers)
 
     async def fetcher(
-        session: aiohttp.ClientSession, record: UrlRecord, limits: FetchLimits
+        session: aiohttp.ClientSession, record: UrlRecord, limits: Settings
     ) -> FetchResult:
         path = "/" + record.url.rsplit("/", 1)[-1]
         page = pages[path]
@@ -230,7 +224,7 @@ async def test_simulator_step_decides_like_the_worker_through_the_database(
             outcome,
         )
         page.sim_record, page.sim_schedule = step.simulated_fetch(
-            page.sim_record, sim_result, sim_config
+            page.sim_record, sim_result, policy
         )
         page.periodic_seen |= page.sim_record.periodic is not None
         status = 200 if outcome == OK else rng.choice([500, 403])
@@ -245,21 +239,17 @@ async def test_simulator_step_decides_like_the_worker_through_the_database(
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", handle)
-    settings = default_settings()
-    base = worker_config(settings, "sim-parity")
-    config = replace(
-        base,
-        concurrency=2,
-        poll_interval=0.02,
-        politeness_delay=0.0,
-        lease_seconds=60.0,
-        limits=LIMITS,
-        schedule=policy,
+    settings = LIMITS.model_copy(update={
+        **scheduling,
+        "concurrency": 2, "poll_interval": 0.02, "politeness_delay": 0.0, "lease_seconds": 60.0,
         # Failed requests back the host off for milliseconds, not seconds (real time).
-        breaker=replace(base.breaker, base_seconds=0.001, open_seconds=0.001, cap_seconds=0.002),
-    )
+        "backoff_base_seconds": 0.001, "breaker_open_seconds": 0.001,
+        "backoff_cap_seconds": 0.002,
+    })
+    worker_policy = SchedulePolicy(settings, mu=policy.mu, prior=policy.prior)
     session = new_session("simbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]))
-    worker = Worker(config, pool, session, NullEvents(), fetcher=fetcher)  # type: ignore[arg-type]
+    worker = Worker(settings, "sim-parity", pool, session, NullEvents(),  # type: ignore[arg-type]
+                    fetcher=fetcher, schedule=lambda: worker_policy)
     task: asyncio.Task[None] | None = None
     async with serve(app=app) as origin:
         try:

@@ -111,13 +111,16 @@ async def test_a_pages_feeds_join_a_host_read_through_its_sitemaps(pool: asyncpg
     body = (b'<html><head><link rel="alternate" type="application/atom+xml" href="/feed">'
             b'<link rel="alternate" type="application/rss+xml" '
             b'href="http://other.example/rss"></head><body>x</body></html>')
-    from crawler.config import default_settings, transition_config
     from crawler.core.backoff import HostHealth
+    from crawler.core.patterns import EVERY_URL
+    from crawler.core.schedule import SchedulePolicy
+    from crawler.settings import default_settings
 
     done = transition(record, FetchResult(time.time(), 0.1, Outcome.OK, status=200, body=body,
                                           content_type="text/html"),
                       HostContext(HostHealth(), 1.0, 0.0),
-                      transition_config(default_settings()), now=time.time(), rng_value=0.5)
+                      SchedulePolicy(default_settings()), url_filter=EVERY_URL,
+                      now=time.time(), rng_value=0.5)
     claim = HostClaim(KEY, ORIGIN, None, Lease(KEY, "me", 1, time.monotonic() + 60))
     write = db.page_feeds(claim, done)
     assert write is not None

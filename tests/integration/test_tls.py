@@ -16,19 +16,17 @@ import aiohttp
 import pytest
 from tls import PAGE, TestCA, never_handshakes, serve, server_context
 
-from crawler.config import default_settings
 from crawler.core import model
 from crawler.core.model import FetchResult, UrlRecord
 from crawler.core.robots import UNREACHABLE
-from crawler.daemon.config import fetch_limits
 from crawler.net.fetch import fetch, fetch_robots, new_session, tls_context
 from crawler.net.session import host_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import default_settings
 
 pytestmark = pytest.mark.timeout(60)
 
-LIMITS = fetch_limits(
-    default_settings(), connect_timeout=1.0, first_byte_timeout=1.0, total_timeout=3.0
+LIMITS = default_settings(connect_timeout=1.0, first_byte_timeout=1.0, total_timeout=3.0
 )
 
 

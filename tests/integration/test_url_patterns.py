@@ -20,13 +20,10 @@ import pytest
 from aiohttp import web
 
 from crawler.cli import main
-from crawler.config import default_settings
-from crawler.daemon.config import fetch_limits
-from crawler.daemon.run import worker_config
 from crawler.daemon.worker import Worker
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.settings import Settings
+from crawler.settings import Settings, default_settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -141,12 +138,11 @@ async def test_window_discovery_skips_links_the_global_and_site_patterns_reject(
     assert f"URL patterns +{include} -draft" in seeded.stdout, seeded.stdout
 
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
-    session = new_session("patterns-test", fetch_limits(default_settings(), total_timeout=5.0),
+    session = new_session("patterns-test", default_settings(total_timeout=5.0),
                           address_policy=AddressPolicy(["127.0.0.0/8"]))
     settings = Settings(concurrency=2, lease_seconds=30.0, poll_interval=0.05,  # type: ignore[arg-type]
                         politeness_delay=0.01, total_timeout=5.0, exclude=r"\.pdf$")
-    worker = Worker(worker_config(settings, "patterns-test"), pool, session,
-                    NullEvents())  # type: ignore[arg-type]
+    worker = Worker(settings, "patterns-test", pool, session, NullEvents())  # type: ignore[arg-type]
     task = asyncio.create_task(worker.run())
     try:
         deadline = time.monotonic() + WAIT_SECONDS

@@ -16,14 +16,11 @@ import asyncpg
 import pytest
 from aiohttp import web
 
-from crawler.config import default_settings
-from crawler.daemon.config import fetch_limits
-from crawler.daemon.run import worker_config
 from crawler.daemon.worker import Worker
-from crawler.db.queries import QUERIES
+from crawler.db import queries
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.settings import Settings
+from crawler.settings import Settings, default_settings
 
 # Each test with the plain statements and with the Citus variants (conftest.statements).
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("statements")]
@@ -101,14 +98,11 @@ async def pool(db_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 @pytest.fixture
 async def worker(pool: asyncpg.Pool) -> AsyncIterator[Worker]:
-    session = new_session("watch-test", fetch_limits(default_settings(), total_timeout=5.0),
+    session = new_session("watch-test", default_settings(total_timeout=5.0),
                           address_policy=AddressPolicy(["127.0.0.0/8"]))
-    config = worker_config(
-        Settings(concurrency=4, lease_seconds=30.0, poll_interval=0.05, politeness_delay=0.01,
-                 total_timeout=5.0, default_interval=3600.0),
-        "watch-test",
-    )
-    running = Worker(config, pool, session, NullEvents())  # type: ignore[arg-type]
+    settings = Settings(concurrency=4, lease_seconds=30.0, poll_interval=0.05,
+                        politeness_delay=0.01, total_timeout=5.0, default_interval=3600.0)
+    running = Worker(settings, "watch-test", pool, session, NullEvents())  # type: ignore[arg-type]
     task = asyncio.create_task(running.run())
     yield running
     running.stop()
@@ -132,7 +126,7 @@ async def fetch_now(pool: asyncpg.Pool, url: str) -> asyncpg.Record:
     )
     # refresh_host_due skips a host the worker holds locked (its record or release is being
     # written); like the planner, retry until it took.
-    while not await pool.fetch(QUERIES["refresh_host_due"], [host_id]):
+    while not await queries.fetch(pool, "refresh_host_due", [host_id]):
         await asyncio.sleep(0.05)
 
     async def fetched() -> bool:

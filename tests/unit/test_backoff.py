@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.config import circuit_breaker, default_settings
 from crawler.core import model
 from crawler.core.backoff import (
     FAILURE,
     NEUTRAL,
     SUCCESS,
     HostHealth,
+    health_after,
     host_backoff_until,
     host_verdict,
+    is_open,
 )
 from crawler.core.model import FetchResult
+from crawler.settings import default_settings
 
 DAY = 86400.0
-BREAKER = circuit_breaker(default_settings())
+SETTINGS = default_settings()
 
 
 def backoff_until(
@@ -30,13 +30,14 @@ def backoff_until(
     retry_after_seconds: float | None,
     *,
     rng_value: float,
-    cap_seconds: float = BREAKER.cap_seconds,
+    cap_seconds: float = SETTINGS.backoff_cap_seconds,
 ) -> float | None:
     """``host_backoff_until`` with the default settings' breaker."""
     return host_backoff_until(
         now, failures, retry_after_seconds, rng_value=rng_value, cap_seconds=cap_seconds,
-        base_seconds=BREAKER.base_seconds, failure_threshold=BREAKER.failure_threshold,
-        open_seconds=BREAKER.open_seconds,
+        base_seconds=SETTINGS.backoff_base_seconds,
+        failure_threshold=SETTINGS.breaker_failure_threshold,
+        open_seconds=SETTINGS.breaker_open_seconds,
     )
 
 
@@ -95,21 +96,23 @@ def test_backoff_never_decreases_with_failures(failures: int, rng_value: float) 
 
 
 def test_circuit_breaker_opens_probes_and_closes() -> None:
-    breaker = replace(BREAKER, base_seconds=2.0, failure_threshold=3, open_seconds=300.0)
+    settings = default_settings(backoff_base_seconds=2.0, breaker_failure_threshold=3,
+                                breaker_open_seconds=300.0)
     health = HostHealth()
     now = 0.0
     delays = []
     for _ in range(6):
-        health = breaker.after(health, FAILURE, now, retry_after_seconds=None, rng_value=0.0)
+        health = health_after(health, FAILURE, now, settings, retry_after_seconds=None,
+                              rng_value=0.0)
         assert health.backoff_until is not None
-        assert breaker.is_open(health, now)
+        assert is_open(health, now)
         delays.append(health.backoff_until - now)
         now = health.backoff_until  # the probe
-        assert not breaker.is_open(health, now)
+        assert not is_open(health, now)
     assert health.consecutive_failures == 6
     assert [round(d) for d in delays] == [1, 2, 150, 300, 600, 1200]  # d/2 at rng 0
-    neutral = breaker.after(health, NEUTRAL, now, retry_after_seconds=None, rng_value=0.5)
+    neutral = health_after(health, NEUTRAL, now, settings, retry_after_seconds=None,
+                           rng_value=0.5)
     assert neutral == health
-    assert breaker.after(health, SUCCESS, now, retry_after_seconds=None, rng_value=0.5) == (
-        HostHealth()
-    )
+    assert health_after(health, SUCCESS, now, settings, retry_after_seconds=None,
+                        rng_value=0.5) == HostHealth()

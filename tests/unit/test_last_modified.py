@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
 from crawler.core.estimate import (
     GammaPrior,
@@ -17,20 +16,16 @@ from crawler.core.estimate import (
 )
 from crawler.core.last_modified import dated_history, known_change_rate_per_day
 from crawler.core.model import SECONDS_PER_DAY, FetchResult, Outcome, UrlRecord
-from crawler.core.schedule import estimated_rate_per_day
+from crawler.core.patterns import EVERY_URL
+from crawler.core.schedule import SchedulePolicy, estimated_rate_per_day
 from crawler.core.transition import HostContext, transition
+from crawler.settings import default_settings
 
 DAY = SECONDS_PER_DAY
 START = 1_800_000_000.0
-CONFIG = transition_config(
-    default_settings(),
-    schedule_policy(
-        default_settings(), mode="uniform", default_interval_seconds=DAY,
-        prior=GammaPrior(0.5, 2.0),
-    ),
-    simhash_threshold=6, max_outlinks=10, max_depth=3,
-)
-POLICY = CONFIG.schedule
+POLICY = SchedulePolicy(default_settings(
+    schedule="uniform", default_interval=DAY, simhash_threshold=6, max_outlinks=10, max_depth=3,
+), prior=GammaPrior(0.5, 2.0))
 HOST = HostContext(HostHealth(), 1.0, 0.0)
 
 
@@ -43,7 +38,8 @@ def fetch(record: UrlRecord, now: float, version: int, modified: float | None,
           cosmetic: int = 0) -> UrlRecord:
     result = FetchResult(now, 0.1, Outcome.OK, status=200, body=body(version, cosmetic),
                          content_type="text/html", last_modified=modified)
-    return transition(record, result, HOST, CONFIG, now=now, rng_value=0.5).record
+    return transition(record, result, HOST, POLICY, url_filter=EVERY_URL, now=now,
+                      rng_value=0.5).record
 
 
 def crawl(dated: str, fetches: int = 12) -> UrlRecord:
@@ -131,7 +127,8 @@ def test_a_304_without_a_date_keeps_the_evidence() -> None:
     assert before is not None
     now = START + 12 * DAY
     result = FetchResult(now, 0.1, Outcome.NOT_MODIFIED, status=304)
-    after = transition(record, result, HOST, CONFIG, now=now, rng_value=0.5).record
+    after = transition(record, result, HOST, POLICY, url_filter=EVERY_URL, now=now,
+                      rng_value=0.5).record
     history = dated_history(after)
     assert history is not None
     assert (history.fetches, history.changes) == (before.fetches + 1, before.changes)

@@ -5,24 +5,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
 from crawler.core.extract import parse_page
 from crawler.core.fingerprint import hamming_distance, text_hash
 from crawler.core.model import FetchResult, Outcome, UrlRecord
 from crawler.core.observe import needs_baseline, rebased
+from crawler.core.patterns import EVERY_URL
 from crawler.core.region import Region
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import ChangeKind, HostContext, Transition, transition
+from crawler.settings import default_settings
 
 NOW = 1_800_000_000.0
 URL = "http://a.test/shop"
-CONFIG = transition_config(
-    default_settings(),
-    schedule_policy(default_settings(), mode="uniform", default_interval_seconds=3600.0),
-    simhash_threshold=6,
-    max_outlinks=100,
+POLICY = SchedulePolicy(default_settings(
+    schedule="uniform", default_interval=3600.0, simhash_threshold=6, max_outlinks=100,
     max_depth=3,
-)
+))
 HOST = HostContext(HostHealth(), delay_seconds=2.0, next_request_at=NOW - 5.0)
 # About 400 distinct words: a changed price moves the simhash by a few bits only.
 FILLER = " ".join(f"item{i} description{i % 37}" for i in range(200))
@@ -39,7 +38,8 @@ def ok(body: bytes, at: float) -> FetchResult:
 
 
 def step(record: UrlRecord, body: bytes, at: float) -> Transition:
-    return transition(record, ok(body, at), HOST, CONFIG, now=at, rng_value=0.5)
+    return transition(record, ok(body, at), HOST, POLICY, url_filter=EVERY_URL, now=at,
+                      rng_value=0.5)
 
 
 def test_a_price_change_on_a_long_page_is_under_the_simhash_threshold() -> None:
@@ -47,7 +47,7 @@ def test_a_price_change_on_a_long_page_is_under_the_simhash_threshold() -> None:
     first = step(UrlRecord(1, URL), shop("12.50"), NOW)
     second = step(first.record, shop("15.99"), NOW + 60)
     distance = second.observation.simhash_distance
-    assert distance is not None and distance < CONFIG.simhash_threshold
+    assert distance is not None and distance < POLICY.settings.simhash_threshold
     assert second.observation.changed is False and second.event is None
 
 

@@ -7,10 +7,10 @@ import pytest
 from pydantic import ValidationError
 
 from crawler.commands.errors import settings_error
-from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
 from crawler.core.model import FetchResult, Outcome, UrlRecord
 from crawler.core.patterns import (
+    EVERY_URL,
     PatternError,
     describe,
     global_filter,
@@ -18,8 +18,9 @@ from crawler.core.patterns import (
     rejection,
     site_filter,
 )
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import HostContext, transition
-from crawler.settings import Settings
+from crawler.settings import Settings, default_settings
 
 NOW = 1_800_000_000.0
 
@@ -86,31 +87,30 @@ def test_describe_lists_includes_then_excludes() -> None:
 
 def test_window_discovery_skips_links_the_global_patterns_reject() -> None:
     settings = Settings(exclude=r"\.pdf$,/private/")  # type: ignore[arg-type]
-    config = transition_config(
-        settings, schedule_policy(settings, mode="uniform", default_interval_seconds=3600.0),
-        max_outlinks=100, max_depth=3,
-    )
+    policy = SchedulePolicy(settings.model_copy(update={
+        "schedule": "uniform", "default_interval": 3600.0, "max_outlinks": 100, "max_depth": 3}))
+    config = global_filter(settings.include, settings.exclude)
     links = ('<a href="/a">a</a><a href="/b.pdf">b</a><a href="/private/c">c</a>'
              '<a href="/d">d</a>')
     body = f"<html><body><p>{'words ' * 20}</p>{links}</body></html>".encode()
     result = FetchResult(fetched_at=NOW, duration_seconds=0.1, outcome=Outcome.OK, status=200,
                          body=body, content_type="text/html")
     host = HostContext(HostHealth(), delay_seconds=2.0, next_request_at=NOW - 5.0)
-    t = transition(UrlRecord(1, "http://a.test/", site_id=7, depth=0), result, host, config,
-                   now=NOW, rng_value=0.5)
+    t = transition(UrlRecord(1, "http://a.test/", site_id=7, depth=0), result, host, policy,
+                   url_filter=config, now=NOW, rng_value=0.5)
     assert t.window is not None
     assert t.window.out_links == ("http://a.test/a", "http://a.test/d")
     unfiltered = transition(
         UrlRecord(1, "http://a.test/", site_id=7, depth=0), result, host,
-        transition_config(default_settings(), max_outlinks=100, max_depth=3),
-        now=NOW, rng_value=0.5,
+        policy, url_filter=EVERY_URL, now=NOW, rng_value=0.5,
     )
     assert unfiltered.window is not None and len(unfiltered.window.out_links or ()) == 4
 
 
 def test_a_permanent_redirect_seeds_its_target_only_if_the_global_patterns_pass_it() -> None:
     settings = Settings(exclude=r"\.pdf$")  # type: ignore[arg-type]
-    config = transition_config(settings, max_outlinks=100, max_depth=3)
+    policy = SchedulePolicy(settings.model_copy(update={"max_outlinks": 100, "max_depth": 3}))
+    config = global_filter(settings.include, settings.exclude)
     host = HostContext(HostHealth(), delay_seconds=2.0, next_request_at=NOW - 5.0)
 
     def redirected(to: str) -> FetchResult:
@@ -119,8 +119,8 @@ def test_a_permanent_redirect_seeds_its_target_only_if_the_global_patterns_pass_
                            redirect_to=to)
 
     refused = transition(UrlRecord(1, "http://a.test/doc"), redirected("http://a.test/doc.pdf"),
-                         host, config, now=NOW, rng_value=0.5)
+                         host, policy, url_filter=config, now=NOW, rng_value=0.5)
     assert refused.seed is None and refused.redirect_to == "http://a.test/doc.pdf"
     passed = transition(UrlRecord(1, "http://a.test/doc"), redirected("http://a.test/doc2"),
-                        host, config, now=NOW, rng_value=0.5)
+                        host, policy, url_filter=config, now=NOW, rng_value=0.5)
     assert passed.seed == "http://a.test/doc2"

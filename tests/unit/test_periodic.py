@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.config import default_settings, schedule_policy
 from crawler.core import periodic
 from crawler.core.estimate import DEFAULT_PRIOR, ChangeHistory
 from crawler.core.model import SECONDS_PER_DAY, Observation, Outcome, UrlRecord
@@ -29,6 +27,7 @@ from crawler.core.schedule import (
     next_fetch,
     update_delay_seconds,
 )
+from crawler.settings import default_settings
 
 EPOCH_DAYS = 20_000.0  # absolute time, like days since 1970
 MINUTE_DAYS = 1.0 / 1440.0
@@ -214,16 +213,17 @@ def _timed_daily_record(changed_days: int) -> tuple[UrlRecord, SchedulePolicy]:
         periodic=PeriodicModel(1.0, 0.25, 2.0 * MINUTE_DAYS, 50.0),
         last_fetched_at=(EPOCH_DAYS + 0.26) * SECONDS_PER_DAY,
     )
-    policy = schedule_policy(
-        default_settings(), mode="optimal", detect_periods=True, mu=0.05, prior=DEFAULT_PRIOR
-    )
+    policy = SchedulePolicy(default_settings(schedule="optimal", detect_periods=True),
+                            mu=0.05, prior=DEFAULT_PRIOR)
     return record, policy
 
 
 def test_a_timed_pages_rate_is_capped_at_one_change_per_period() -> None:
     # Every interval saw a change: the Poisson posterior reads that as a fast page...
     record, policy = _timed_daily_record(40)
-    untimed = estimated_rate_per_day(record, replace(policy, detect_periods=False))
+    untimed = estimated_rate_per_day(
+        record, SchedulePolicy(default_settings(schedule="optimal", detect_periods=False),
+                               mu=0.05, prior=DEFAULT_PRIOR))
     assert untimed > 1.2
     # ...but a clock that updates once a day changes at most once a day.
     assert estimated_rate_per_day(record, policy) == pytest.approx(1.0)

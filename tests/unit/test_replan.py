@@ -8,7 +8,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from crawler.config import default_settings, schedule_policy
 from crawler.core.estimate import DEFAULT_PRIOR, GammaPrior
 from crawler.core.model import SECONDS_PER_DAY
 from crawler.core.plan import fetch_rate_for
@@ -16,14 +15,12 @@ from crawler.core.replan import moved_urls, policy_moved, replanned
 from crawler.core.schedule import SchedulePolicy
 from crawler.sim.policies import Optimal
 from crawler.sim.simulator import build_population, simulate_windows
-from crawler.sim.step import first_record, simulated_fetch, simulated_result, transition_config
+from crawler.sim.step import first_record, sim_settings, simulated_fetch, simulated_result
 
 
 def _policy(mu: float | None) -> SchedulePolicy:
-    return schedule_policy(
-        default_settings(), mode="optimal", default_interval_seconds=SECONDS_PER_DAY,
-        prior=DEFAULT_PRIOR, mu=mu,
-    )
+    return SchedulePolicy(sim_settings(schedule="optimal", default_interval=SECONDS_PER_DAY),
+                          prior=DEFAULT_PRIOR, mu=mu)
 
 
 def test_a_walk_follows_drift_since_the_last_walk_not_since_the_last_round() -> None:
@@ -56,11 +53,11 @@ def test_a_page_parked_at_the_maximum_interval_comes_back_when_mu_drops() -> Non
     high, low = _policy(5.0), _policy(0.05)
     for fetch in range(1, 41):
         record, schedule = simulated_fetch(
-            record, simulated_result(fetch / 10.0, fetch), transition_config(high)
+            record, simulated_result(fetch / 10.0, fetch), high
         )
     now = record.last_fetched_at
     assert now is not None
-    assert schedule.next_fetch_at - now == pytest.approx(high.max_interval_seconds)
+    assert schedule.next_fetch_at - now == pytest.approx(high.settings.max_interval)
     parked = np.array([schedule.fetch_rate_per_day or 0.0])
     rate = np.array([schedule.change_rate_per_day or 0.0])
     assert moved_urls(parked, rate, np.ones(1), low).tolist() == [True]

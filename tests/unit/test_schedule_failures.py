@@ -9,20 +9,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.config import default_settings, schedule_policy
 from crawler.core.model import FetchResult, Outcome, UrlRecord, UrlState
 from crawler.core.observe import observe, updated_record
 from crawler.core.schedule import (
+    SchedulePolicy,
     failure_retry_seconds,
     gone_retry_seconds,
     next_fetch,
     uniform_interval_seconds,
 )
+from crawler.settings import default_settings
 
 NOW = 1_800_000_000.0
 DAY = 86400.0
-POLICY = schedule_policy(default_settings(), mode="uniform", default_interval_seconds=DAY,
-                         max_interval_seconds=30 * DAY, gone_checks_before_max_interval=3)
+POLICY = SchedulePolicy(default_settings(schedule="uniform", default_interval=DAY,
+                                         max_interval=30 * DAY, gone_checks=3))
 
 FAILURES = {
     Outcome.TIMEOUT: FetchResult(NOW, 3.0, Outcome.TIMEOUT, error_kind="timeout_total"),
@@ -49,7 +50,7 @@ def test_a_gone_page_backs_off_from_the_uniform_interval_to_the_maximum() -> Non
     assert record.state == UrlState.GONE
     assert waits[0] == pytest.approx(uniform_interval_seconds(POLICY))
     assert waits[0] < waits[1] < waits[2]
-    assert waits[2:] == [POLICY.max_interval_seconds] * 4
+    assert waits[2:] == [POLICY.settings.max_interval] * 4
 
 
 @pytest.mark.parametrize("outcome", [Outcome.TIMEOUT, Outcome.NETWORK_ERROR,
@@ -61,17 +62,17 @@ def test_a_failing_page_backs_off_to_the_maximum_and_stays_there(outcome: Outcom
         record, wait = after(record, FAILURES[outcome])
         waits.append(wait)
     assert waits == sorted(waits)
-    assert waits[-1] == POLICY.max_interval_seconds
+    assert waits[-1] == POLICY.settings.max_interval
 
 
 @given(st.integers(min_value=0, max_value=10**9), st.integers(min_value=1, max_value=50))
 def test_every_backoff_is_finite_and_within_the_bounds(failures: int, checks: int) -> None:
-    policy = schedule_policy(default_settings(), gone_checks_before_max_interval=checks)
+    policy = SchedulePolicy(default_settings(gone_checks=checks))
     for wait in (failure_retry_seconds(failures, policy), gone_retry_seconds(failures, policy)):
         assert math.isfinite(wait)
-        assert policy.min_interval_seconds <= wait <= policy.max_interval_seconds
+        assert policy.settings.min_interval <= wait <= policy.settings.max_interval
 
 
 def test_one_gone_check_means_the_maximum_interval_at_once() -> None:
-    policy = schedule_policy(default_settings(), gone_checks_before_max_interval=1)
-    assert gone_retry_seconds(1, policy) == policy.max_interval_seconds
+    policy = SchedulePolicy(default_settings(gone_checks=1))
+    assert gone_retry_seconds(1, policy) == policy.settings.max_interval

@@ -99,6 +99,6 @@ def test_simulate_command_takes_hints() -> None:
     simulate_command.register(parser.add_subparsers())
     args = parser.parse_args(["simulate", "--hints", "accurate:0.3", "--hints", "lying-now:0.5",
                               "--policy", "nutch-sitemaps"])
-    assert [spec.mode for spec in args.hints] == ["accurate", "lying-now"]
+    assert [spec.mode for spec in args.hint_sources] == ["accurate", "lying-now"]
     with pytest.raises(SystemExit):
         parser.parse_args(["simulate", "--hints", "sometimes:0.3"])

@@ -16,7 +16,6 @@ from dataclasses import replace
 
 import pytest
 
-from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
 from crawler.core.estimate import GammaPrior
 from crawler.core.model import (
@@ -30,6 +29,7 @@ from crawler.core.model import (
     UrlRecord,
 )
 from crawler.core.observe import observe, parse_result, updated_record
+from crawler.core.patterns import EVERY_URL
 from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import HostContext, transition
 from crawler.sim import step
@@ -51,11 +51,11 @@ def daemon_fetch(
 ) -> tuple[UrlRecord, Schedule]:
     """What the worker computes for a fetch (crawler/daemon/worker.py) and the frontier
     stores: the transition of the real page, the estimate kept with the row."""
-    config = transition_config(
-        default_settings(), policy, simhash_threshold=THRESHOLD_BITS, max_outlinks=100, max_depth=3
-    )
+    settings = policy.settings.model_copy(
+        update={"simhash_threshold": THRESHOLD_BITS, "max_outlinks": 100, "max_depth": 3})
     host = HostContext(HostHealth(), 1.0, result.fetched_at - 10.0)
-    change = transition(record, result, host, config, now=result.fetched_at, rng_value=0.3)
+    change = transition(record, result, host, replace(policy, settings=settings),
+                        url_filter=EVERY_URL, now=result.fetched_at, rng_value=0.3)
     after = replace(change.record, change_rate_per_day=change.schedule.change_rate_per_day)
     return after, change.schedule
 
@@ -83,14 +83,11 @@ def test_simulator_step_decides_like_the_worker(seed: int) -> None:
     days = 6.0 if kind == "hourly" else 40.0
     dated = seed % 2 == 1  # odd seeds send a truthful Last-Modified
     instants = sorted(change_instants(rng, kind, days))
-    policy = schedule_policy(
-        default_settings(),
-        mode="optimal",
+    policy = SchedulePolicy(
+        step.sim_settings(schedule="optimal", max_interval=7 * SECONDS_PER_DAY),
         mu=rng.uniform(0.01, 2.0),
         prior=GammaPrior(rng.uniform(0.3, 2.0), rng.uniform(2.0, 40.0)),
-        max_interval_seconds=7 * SECONDS_PER_DAY,
     )
-    sim_config = step.transition_config(policy)
     sim_record = first_record(0)
     daemon_record = replace(sim_record, url="http://127.0.0.1/page")
     # Version 0 in HTML for the daemon, as the simulator's first record holds version 0.
@@ -129,7 +126,7 @@ def test_simulator_step_decides_like_the_worker(seed: int) -> None:
                 error_kind=outcome,
             )
         )
-        sim_record, sim_schedule = simulated_fetch(sim_record, sim_result, sim_config)
+        sim_record, sim_schedule = simulated_fetch(sim_record, sim_result, policy)
         daemon_record, daemon_schedule = daemon_fetch(daemon_record, real_result, policy)
         assert sim_schedule == daemon_schedule, (fetches, outcome)
         assert sim_record.history == daemon_record.history

@@ -4,14 +4,13 @@ and a feed with bytes that are no UTF-8 read on."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-from crawler.config import default_settings, schedule_policy
 from crawler.core.extract import parse_page
 from crawler.core.links import feed_hrefs, resolve_feeds
 from crawler.core.model import FetchResult, Outcome, UrlRecord
+from crawler.core.patterns import EVERY_URL
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.sitemap_schedule import SitemapRead, SitemapState, after_read, listing_digest
 from crawler.core.sitemaps import (
     ATOM,
@@ -23,14 +22,16 @@ from crawler.core.sitemaps import (
     read_document,
 )
 from crawler.core.transition import HostContext, transition
+from crawler.settings import default_settings
 
 NOW = 1_800_000_000.0
 HOUR = 3600.0
 DAY = 86400.0
 MAX = DAY
-UNIFORM = schedule_policy(default_settings(), mode="uniform", default_interval_seconds=7 * DAY,
-                          min_interval_seconds=60.0, max_interval_seconds=30 * DAY)
-OPTIMAL = replace(UNIFORM, mode="optimal", mu=0.05)
+BOUNDS = {"min_interval": 60.0, "max_interval": 30 * DAY}
+UNIFORM = SchedulePolicy(default_settings(schedule="uniform", default_interval=7 * DAY, **BOUNDS))
+OPTIMAL = SchedulePolicy(default_settings(schedule="optimal", default_interval=7 * DAY, **BOUNDS),
+                         mu=0.05)
 
 
 def reads(state: SitemapState, changes: list[bool], every: float,
@@ -143,14 +144,14 @@ def test_a_pages_feeds_are_its_head_links_to_rss_and_atom() -> None:
 
 
 def test_the_transition_carries_the_feeds_resolved_against_the_page() -> None:
-    from crawler.config import default_settings, transition_config
     from crawler.core.backoff import HostHealth
 
     record = UrlRecord(url_id=1, url="https://blog.example/2024/post", host_id=1)
     result = FetchResult(NOW, 0.1, Outcome.OK, status=200, body=PAGE,
                          content_type="text/html")
     done = transition(record, result, HostContext(HostHealth(), 1.0, 0.0),
-                      transition_config(default_settings()), now=NOW, rng_value=0.5)
+                      SchedulePolicy(default_settings()), url_filter=EVERY_URL, now=NOW,
+                      rng_value=0.5)
     assert done.feeds == ("https://blog.example/feed/", "https://blog.example/atom.xml",
                           "https://blog.example/2024/comments/feed")
 

@@ -38,11 +38,11 @@ def test_mypy_strict_is_clean() -> None:
 def test_no_frontier_statement_takes_more_than_ten_parameters() -> None:
     # Issue 10: a statement's arguments are built from a typed value by one function; a batch
     # of records is one fetch_record[] parameter, not one array per column.
-    from crawler.db.queries import QUERIES
+    from crawler.db.queries import CITUS_QUERIES, PLAIN_QUERIES
 
     counts = {
         name: max((int(n) for n in re.findall(r"\$(\d+)", sql)), default=0)
-        for name, sql in QUERIES.items()
+        for queries in (PLAIN_QUERIES, CITUS_QUERIES) for name, sql in queries.items()
     }
     assert max(counts.values()) <= 10, {k: v for k, v in counts.items() if v > 10}
     assert counts["record_fetches"] == 1

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from crawler.config import schedule_policy
 from crawler.core.estimate import ChangeHistory, GammaPrior, fast_posterior_rate
 from crawler.core.replan import current_rates, moved_urls, policy_moved
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.stored_plan import (
     BUDGET_FROM_SETTING,
     Plan,
@@ -23,8 +23,8 @@ from crawler.core.stored_plan import (
 )
 from crawler.settings import Settings
 
-OPTIMAL = schedule_policy(Settings(schedule="optimal"))
-UNIFORM = schedule_policy(Settings(schedule="uniform", default_interval=3600.0))
+OPTIMAL = SchedulePolicy(Settings(schedule="optimal"))
+UNIFORM = SchedulePolicy(Settings(schedule="uniform", default_interval=3600.0))
 
 
 def plan_for(policy: object, budget: float | None = 1000.0, mu: float | None = 0.01) -> Plan:
@@ -40,11 +40,12 @@ def test_a_process_adopts_mu_and_every_prior_of_the_plan() -> None:
     assert policy.mu == 0.01
     assert policy.prior == GammaPrior(2.0, 4.0)
     assert policy.prior_for(7) == GammaPrior(1.0, 3.0)
-    assert policy.min_interval_seconds == OPTIMAL.min_interval_seconds
+    assert policy.settings is OPTIMAL.settings
 
 
 def test_mu_solved_for_other_bounds_is_not_applied() -> None:
-    other = replace(OPTIMAL, min_interval_seconds=OPTIMAL.min_interval_seconds * 2)
+    other = SchedulePolicy(
+        Settings(schedule="optimal", min_interval=OPTIMAL.settings.min_interval * 2))
     policy = applied(other, plan_for(OPTIMAL))
     assert policy.mu is None  # the uniform interval until the re-plan
     assert policy.prior == GammaPrior(2.0, 4.0)
@@ -71,7 +72,7 @@ def test_a_plan_reads_back_from_its_row() -> None:
 
 def test_a_lower_uniform_interval_moves_every_url() -> None:
     walked = UNIFORM
-    shorter = replace(UNIFORM, default_interval_seconds=600.0)
+    shorter = SchedulePolicy(Settings(schedule="uniform", default_interval=600.0))
     assert policy_moved(walked, shorter)
     assert not policy_moved(walked, replace(UNIFORM, prior=GammaPrior(3.0, 1.0)))
     stored = np.full(3, 86400.0 / 3600.0)

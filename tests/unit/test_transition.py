@@ -7,25 +7,24 @@ from dataclasses import replace
 
 import pytest
 
-from crawler.config import default_settings, schedule_policy, transition_config
 from crawler.core.backoff import HostHealth
 from crawler.core.model import Exchange, FetchResult, Outcome, UrlRecord, UrlState
+from crawler.core.patterns import EVERY_URL
+from crawler.core.schedule import SchedulePolicy
 from crawler.core.transition import (
     ChangeKind,
     HostContext,
     forbidden,
     transition,
 )
+from crawler.settings import default_settings
 
 NOW = 1_800_000_000.0
 URL = "http://a.test/page"
-CONFIG = transition_config(
-    default_settings(),
-    schedule_policy(default_settings(), mode="uniform", default_interval_seconds=3600.0),
-    simhash_threshold=6,
-    max_outlinks=100,
+POLICY = SchedulePolicy(default_settings(
+    schedule="uniform", default_interval=3600.0, simhash_threshold=6, max_outlinks=100,
     max_depth=3,
-)
+))
 HOST = HostContext(HostHealth(), delay_seconds=2.0, next_request_at=NOW - 5.0)
 
 
@@ -39,7 +38,8 @@ def ok(body: bytes, at: float = NOW, **fields: object) -> FetchResult:
 
 
 def step(record: UrlRecord, result: FetchResult, **kw: object):  # type: ignore[no-untyped-def]
-    return transition(record, result, HOST, CONFIG, now=result.fetched_at, rng_value=0.5,
+    return transition(record, result, HOST, POLICY, url_filter=EVERY_URL, now=result.fetched_at,
+                      rng_value=0.5,
                       **kw)  # type: ignore[arg-type]
 
 
@@ -92,7 +92,7 @@ def test_a_forbidden_url_counts_its_fetch_and_waits_for_robots_txt() -> None:
 
 def test_a_forbidden_url_is_not_rechecked_sooner_than_the_shortest_interval() -> None:
     t = step(UrlRecord(1, URL), forbidden(NOW), robots_expires_at=NOW + 1)
-    assert t.schedule.next_fetch_at == NOW + CONFIG.schedule.min_interval_seconds
+    assert t.schedule.next_fetch_at == NOW + POLICY.settings.min_interval
 
 
 def test_a_permanent_redirect_is_recorded_as_such_and_seeds_its_target() -> None:
@@ -101,7 +101,7 @@ def test_a_permanent_redirect_is_recorded_as_such_and_seeds_its_target() -> None
     assert t.record.state == UrlState.REDIRECTED
     assert t.seed == t.redirect_to == "http://a.test/new"
     assert t.window is None
-    assert t.schedule.next_fetch_at == NOW + CONFIG.schedule.max_interval_seconds
+    assert t.schedule.next_fetch_at == NOW + POLICY.settings.max_interval
 
 
 def hop(status: int, url: str, location: str) -> Exchange:
@@ -143,10 +143,11 @@ def test_an_error_keeps_the_window_links_and_a_gone_page_loses_them() -> None:
 @pytest.mark.parametrize("rng_value", [0.0, 0.99])
 def test_a_throttled_host_backs_off_with_the_given_jitter(rng_value: float) -> None:
     result = FetchResult(NOW, 0.1, Outcome.HTTP_ERROR, status=503)
-    t = transition(UrlRecord(1, URL), result, HOST, CONFIG, now=NOW, rng_value=rng_value)
+    t = transition(UrlRecord(1, URL), result, HOST, POLICY, url_filter=EVERY_URL, now=NOW,
+                   rng_value=rng_value)
     assert t.host.consecutive_failures == 1
     assert t.host.backoff_until is not None
-    base = CONFIG.breaker.base_seconds
+    base = POLICY.settings.backoff_base_seconds
     assert t.host.backoff_until == pytest.approx(NOW + base * (0.5 + 0.5 * rng_value))
     assert t.record.consecutive_failures == 1 and t.record.state == UrlState.ERROR
 

@@ -22,6 +22,7 @@ from crawler.core.url_bounds import (
     parse_duration,
     parse_windows,
 )
+from crawler.settings import default_settings
 
 
 def utc(text: str) -> float:
@@ -32,11 +33,11 @@ def utc(text: str) -> float:
 
 
 def policy(mu: float | None = 1.0) -> SchedulePolicy:
-    return SchedulePolicy(
-        mode="optimal", default_interval_seconds=3600.0, min_interval_seconds=60.0,
-        max_interval_seconds=30 * SECONDS_PER_DAY, gone_checks_before_max_interval=5,
-        objective="freshness", beta_seconds=SECONDS_PER_DAY, detect_periods=False, mu=mu,
-    )
+    return SchedulePolicy(default_settings(
+        schedule="optimal", default_interval=3600.0, min_interval=60.0,
+        max_interval=30 * SECONDS_PER_DAY, gone_checks=5,
+        objective="freshness", beta_seconds=SECONDS_PER_DAY, detect_periods=False,
+    ), mu=mu)
 
 
 def fetched(at: float) -> Observation:

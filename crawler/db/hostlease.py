@@ -1,0 +1,71 @@
+"""A host leased outside the fetch loop: by the sitemap reader and the IndexNow key check.
+
+Held as a daemon's claim holds it (``hosts.lease_owner``, fenced by its epoch), so no daemon
+sends the host a request meanwhile, and each request under it moves the host's politeness
+clock as the fetch loop's would.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+import asyncpg
+
+from crawler.db.queries import QUERIES
+
+
+class LeasedHost(TypedDict):
+    """A leased host's row, by column name (``crawler.commands.sitemaps.HostHold`` reads it).
+    Times are POSIX seconds, possibly ±inf."""
+
+    lease_epoch: int
+    paused: bool
+    refused_reason: str | None
+    crawl_delay_seconds: float | None
+    next_request_at: float | None
+    backoff_until: float | None
+    robots_body: str | None
+    robots_status: int | None
+    robots_fetched_at: float | None
+    robots_good_at: float | None
+    robots_expires_at: float | None
+    robots_unreachable_since: float | None
+
+
+def leased_host(row: asyncpg.Record) -> LeasedHost:
+    return LeasedHost(
+        lease_epoch=row["lease_epoch"], paused=row["paused"],
+        refused_reason=row["refused_reason"], crawl_delay_seconds=row["crawl_delay_seconds"],
+        next_request_at=row["next_request_at"], backoff_until=row["backoff_until"],
+        robots_body=row["robots_body"], robots_status=row["robots_status"],
+        robots_fetched_at=row["robots_fetched_at"], robots_good_at=row["robots_good_at"],
+        robots_expires_at=row["robots_expires_at"],
+        robots_unreachable_since=row["robots_unreachable_since"],
+    )
+
+
+async def known_host(conn: asyncpg.Connection | asyncpg.Pool, origin: str) -> int | None:
+    """The id of the host of ``origin`` when the crawler knows it."""
+    found: int | None = await conn.fetchval(QUERIES["host_id_of"], origin)
+    return found
+
+
+async def lease_host(
+    conn: asyncpg.Connection | asyncpg.Pool, host_id: int, owner: str, seconds: float
+) -> LeasedHost | None:
+    """Host ``host_id`` leased to ``owner`` for ``seconds`` when no live lease holds it; None
+    when another does."""
+    row = await conn.fetchrow(QUERIES["sitemap_lease_host"], host_id, owner, seconds)
+    return None if row is None else leased_host(row)
+
+
+async def hold_host(
+    conn: asyncpg.Connection | asyncpg.Pool, host_id: int, owner: str, epoch: int,
+    next_request: float, seconds: float, release: bool,
+) -> bool:
+    """After a request under the lease: the host's politeness clock moved to
+    ``next_request`` (never back), the lease extended by ``seconds`` or given back
+    (``release``). Whether the lease still held."""
+    held = await conn.fetchval(QUERIES["sitemap_hold_host"], host_id, owner, epoch,
+                               next_request, seconds, release)
+    return held is not None
