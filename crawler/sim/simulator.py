@@ -35,10 +35,6 @@ class SimulationResult:
     beta_currency: float
 
 
-def _overlap(start: float, end: float, window_start: float, window_end: float) -> float:
-    return max(0.0, min(end, window_end) - max(start, window_start))
-
-
 def simulate(
     population: Population,
     policy_name: str,
@@ -208,24 +204,40 @@ def _simulate(
     next_day = replan_days
     fetched = 0
 
+    numbered_windows = tuple(enumerate(windows))
+
     def account(page: int, now: float) -> bool:
-        """Integrate the metrics over (last fetch, now]; True if the page changed in it."""
+        """Integrate the metrics over (last fetch, now]; True if the page changed in it.
+
+        The overlaps of (start, end] with a window are written out, choosing as ``min`` and
+        ``max`` would, ties and all: a function call for each cost more than the arithmetic.
+        A span that does not overlap is not added (the totals are sums of positive spans, so
+        adding its 0.0 would change no bit)."""
         start = last_fetch[page]
         index = next_change[page]
         end_index = offsets[page + 1]
         change = times[index] if index < end_index else math.inf
-        fresh_end = change if change < now else now
-        current_end = min(change + beta_days, now)
-        for window, (window_start, window_end) in enumerate(windows):
+        changed = change < now
+        fresh_end = change if changed else now
+        current_end = change + beta_days
+        if now < current_end:
+            current_end = now
+        for window, (window_start, window_end) in numbered_windows:
             if now <= window_start or start >= window_end:
                 continue
-            fresh_total[window] += _overlap(start, fresh_end, window_start, window_end)
-            current_total[window] += _overlap(start, current_end, window_start, window_end)
-            if change < now:
-                low, high = max(change, window_start), min(now, window_end)
+            low = window_start if window_start > start else start
+            span = (window_end if window_end < fresh_end else fresh_end) - low
+            if span > 0.0:
+                fresh_total[window] += span
+            span = (window_end if window_end < current_end else current_end) - low
+            if span > 0.0:
+                current_total[window] += span
+            if changed:
+                low = window_start if window_start > change else change
+                high = window_end if window_end < now else now
                 if high > low:
                     age_total[window] += ((high - change) ** 2 - (low - change) ** 2) / 2.0
-        if change >= now:
+        if not changed:
             return False
         next_change[page] = bisect_right(times, now, index, end_index)
         return True
