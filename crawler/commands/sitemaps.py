@@ -20,40 +20,56 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
+import sys
 import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import asyncpg
 
+from crawler.commands.context import load_settings, plural, resolve_url
+from crawler.commands.seed import SeedProgress, rejection_summary, seed_filters
+from crawler.commands.watch import seed_region
 from crawler.core import model
 from crawler.core.hostid import HostIdCollision, host_id, origin_of
+from crawler.core.links import normalize_url
+from crawler.core.model import Outcome
 from crawler.core.patterns import UrlFilter, rejection
-from crawler.core.robots import RobotsPolicy, RobotsState, decide_robots, product_token
+from crawler.core.schedule import SchedulePolicy
+from crawler.core.sitemap_schedule import SitemapRead as ReadSeen
+from crawler.core.sitemap_schedule import after_read, listing_digest
 from crawler.core.sitemaps import (
+    CUT_DEPTH,
     INDEX,
     MAX_INDEX_DEPTH,
     default_sitemap,
     location_allows,
+    location_prefixes,
     robots_sitemaps,
 )
+from crawler.daemon.hosthold import LEASE_POLL_SECONDS, LEASE_SECONDS, HostHold
 from crawler.db import frontier
-from crawler.db.queries import QUERIES
-from crawler.net.fetch import FetchLimits, fetch_robots
-from crawler.net.sitemapfetch import SitemapRead, read_sitemap
+from crawler.db import sitemaps as db
+from crawler.db.connect import create_pool
+from crawler.db.hostlease import lease_host
+from crawler.db.sitemaps import Hint, record_hints
+from crawler.errors import PARTIAL, UserError
+from crawler.net.session import new_session
+from crawler.net.sitemapfetch import SitemapRead, parser_started, read_sitemap
+from crawler.net.ssrf import AddressPolicy
 from crawler.settings import Settings
 
-# What one file added to a run: the URLs not taken from an earlier file, and its date hints.
-FileTaken = Callable[[list[str], list[tuple[str, str, float, str]]], Awaitable[None]]
+# What one file added to a run, as it is read: the file, the URLs not taken from an earlier
+# file, and its date hints.
+FileTaken = Callable[["FileReport", list[str], list[Hint]], Awaitable[None]]
 
 MAX_FILES = 1000  # sitemap files read per run: 5 * 10^7 URLs at the protocol's 50,000 each
-LEASE_SECONDS = 120.0  # renewed after every request; longer than any one request may take
-LEASE_POLL_SECONDS = 0.5  # how often a host another process holds is asked for again
-CUT_DEPTH = "max_depth"
 
 
 @dataclass(slots=True)
@@ -77,8 +93,9 @@ class Harvest:
     files read, and what was turned away and why."""
 
     urls: dict[str, None] = field(default_factory=dict)
-    hints: dict[tuple[str, str, float, str], None] = field(default_factory=dict)
+    hints: dict[Hint, None] = field(default_factory=dict)
     files: list[FileReport] = field(default_factory=list)
+    parents: dict[str, str] = field(default_factory=dict)  # file -> the index naming it first
     off_location: int = 0
     filtered: dict[str, int] = field(default_factory=dict)
     loops: int = 0
@@ -86,82 +103,13 @@ class Harvest:
     skipped_files: int = 0
 
 
-class HostHold:
-    """This reader's lease on one host: its politeness clock, delay and robots.txt policy."""
-
-    def __init__(self, conn: asyncpg.Connection, owner: str, host: int, origin: str,
-                 epoch: int, row: asyncpg.Record, settings: Settings) -> None:
-        self.conn = conn
-        self.owner = owner
-        self.host = host
-        self.origin = origin
-        self.epoch = epoch
-        self.settings = settings
-        self.refused = row["refused_reason"] or ("paused" if row["paused"] else None)
-        self.next_request = max(_finite(row["next_request_at"]), _finite(row["backoff_until"]))
-        self.stored_delay = row["crawl_delay_seconds"] or 0.0
-        self.robots_state: RobotsState | None = None
-        if row["robots_expires_at"] is not None and row["robots_fetched_at"] is not None:
-            self.robots_state = RobotsState(
-                body=row["robots_body"], status=row["robots_status"],
-                fetched_at=row["robots_fetched_at"], good_at=row["robots_good_at"],
-                expires_at=row["robots_expires_at"],
-                unreachable_since=row["robots_unreachable_since"],
-            )
-        self.policy = RobotsPolicy.from_state(self.robots_state, product_token(settings.user_agent))
-
-    @property
-    def delay(self) -> float:
-        crawl_delay, _ = self.policy.crawl_delay(self.settings.max_crawl_delay)
-        return max(self.settings.politeness_delay, crawl_delay or 0.0, self.stored_delay)
-
-    async def turn(self) -> None:
-        """Wait until the host may be sent a request."""
-        wait = self.next_request - time.time()
-        if wait > 0:
-            await asyncio.sleep(wait)
-
-    async def sent(self) -> None:
-        """A request ended now: the next one waits the host's delay; the lease is renewed."""
-        self.next_request = time.time() + self.delay
-        await self._hold(release=False)
-
-    async def release(self) -> None:
-        await self._hold(release=True)
-
-    async def _hold(self, *, release: bool) -> None:
-        held = await self.conn.fetchval(QUERIES["sitemap_hold_host"], self.host, self.owner,
-                                        self.epoch, self.next_request, LEASE_SECONDS, release)
-        if held is None and not release:
-            raise RuntimeError(f"lost the lease on {self.origin}")
-
-    async def robots(self, session: aiohttp.ClientSession, limits: FetchLimits) -> None:
-        """The host's robots.txt, fetched (a request like any other) unless cached and fresh.
-        Not stored: the daemon keeps its own copy current."""
-        now = time.time()
-        if self.robots_state is not None and now < self.robots_state.expires_at:
-            return
-        await self.turn()
-        fetched = await fetch_robots(session, self.origin, limits)
-        await self.sent()
-        self.robots_state = decide_robots(self.robots_state, fetched, time.time())
-        self.policy = RobotsPolicy.from_state(self.robots_state,
-                                              product_token(self.settings.user_agent))
-
-
-def _finite(value: float | None) -> float:
-    return value if value is not None and value == value and abs(value) != float("inf") else 0.0
-
-
 async def open_host(conn: asyncpg.Connection, owner: str, origin: str,
                     settings: Settings) -> HostHold:
     """Lease ``origin``'s host (made known if need be), waiting while another holds it."""
     key = host_id(origin)
-    known = await conn.fetchval(QUERIES["sitemap_host"], key, origin)
-    if known != origin:
-        raise HostIdCollision(key, origin, known)
+    await db.ensure_hosts(conn, [origin])
     while True:
-        row = await conn.fetchrow(QUERIES["sitemap_lease_host"], key, owner, LEASE_SECONDS)
+        row = await lease_host(conn, key, owner, LEASE_SECONDS)
         if row is not None:
             return HostHold(conn, owner, key, origin, row["lease_epoch"], row, settings)
         await asyncio.sleep(LEASE_POLL_SECONDS)
@@ -171,24 +119,25 @@ class Reader:
     """Reads sitemaps one at a time, holding one host at a time."""
 
     def __init__(self, conn: asyncpg.Connection, session: aiohttp.ClientSession,
-                 settings: Settings, limits: FetchLimits, filters: list[UrlFilter],
-                 on_file: FileTaken | None = None) -> None:
+                 settings: Settings, filters: list[UrlFilter],
+                 on_file: FileTaken | None = None, harvest: Harvest | None = None,
+                 parser: Executor | None = None) -> None:
         self.conn = conn
         self.on_file = on_file
+        self.parser = parser
         self.session = session
         self.settings = settings
-        self.limits = limits
         self.filters = filters
         self.owner = f"sitemaps-{uuid.uuid4().hex[:12]}"
         self.hold: HostHold | None = None
-        self.harvest = Harvest()
+        self.harvest = harvest if harvest is not None else Harvest()
 
     async def host(self, origin: str) -> HostHold:
         if self.hold is not None and self.hold.origin == origin:
             return self.hold
         await self.close()
         self.hold = await open_host(self.conn, self.owner, origin, self.settings)
-        await self.hold.robots(self.session, self.limits)
+        await self.hold.robots(self.session, self.settings)
         return self.hold
 
     async def close(self) -> None:
@@ -234,6 +183,7 @@ class Reader:
                     report.cut = report.cut or CUT_DEPTH
                     continue
                 for entry in read.entries:
+                    harvest.parents.setdefault(entry.url, url)
                     if not location_allows(url, entry.url, robots_origin):
                         report.rejected += 1
                         harvest.off_location += 1
@@ -244,7 +194,7 @@ class Reader:
                 continue
             urls, hints = self.take(report, read)
             if self.on_file is not None:
-                await self.on_file(urls, hints)
+                await self.on_file(report, urls, hints)
         await self.close()
         return harvest
 
@@ -258,7 +208,8 @@ class Reader:
             return None
         await hold.turn()
         try:
-            read = await read_sitemap(self.session, report.url, self.limits)
+            read = await read_sitemap(self.session, report.url, self.settings,
+                                      parser=self.parser)
         finally:
             await hold.sent()
         report.read = read
@@ -268,42 +219,52 @@ class Reader:
             return None
         return read
 
-    def take(self, report: FileReport, read: SitemapRead
-             ) -> tuple[list[str], list[tuple[str, str, float, str]]]:
+    def take(self, report: FileReport, read: SitemapRead) -> tuple[list[str], list[Hint]]:
         """Keep what ``read`` listed that the bounds and filters allow; returns the URLs new
         to this run and the file's date hints."""
         harvest = self.harvest
+        taken, known_hints = harvest.urls, harvest.hints
         new_urls: list[str] = []
-        new_hints: list[tuple[str, str, float, str]] = []
+        new_hints: list[Hint] = []
+        # location_allows as prefixes of the (normalised) URLs: one C call an entry, where
+        # parsing two URLs an entry was most of a 50,000-URL file's time on the event loop.
+        allowed = location_prefixes(report.url, report.robots_origin)
+        filters = [f for f in self.filters if not f.empty]
+        source = report.url
         for entry in read.entries:
-            if not location_allows(report.url, entry.url, report.robots_origin):
+            url = entry.url
+            if not url.startswith(allowed):
                 report.rejected += 1
                 harvest.off_location += 1
                 continue
-            reason = rejection(self.filters, entry.url)
-            if reason is not None:
-                report.rejected += 1
-                harvest.filtered[reason] = harvest.filtered.get(reason, 0) + 1
-                continue
+            if filters:
+                reason = rejection(filters, url)
+                if reason is not None:
+                    report.rejected += 1
+                    harvest.filtered[reason] = harvest.filtered.get(reason, 0) + 1
+                    continue
             report.taken += 1
-            if entry.url not in harvest.urls:
-                harvest.urls[entry.url] = None
-                new_urls.append(entry.url)
+            if url not in taken:
+                taken[url] = None
+                new_urls.append(url)
             for hint in entry.hints:
-                key = (entry.url, hint.kind, hint.claimed, report.url)
-                if key not in harvest.hints:
-                    harvest.hints[key] = None
+                key = (url, hint.kind, hint.claimed, source)
+                if key not in known_hints:
+                    known_hints[key] = None
                     new_hints.append(key)
         return new_urls, new_hints
 
 
 async def harvest_sitemaps(conn: asyncpg.Connection, session: aiohttp.ClientSession,
-                           settings: Settings, limits: FetchLimits, filters: list[UrlFilter],
+                           settings: Settings, filters: list[UrlFilter],
                            *, origins: list[str], sitemaps: list[str],
-                           on_file: FileTaken | None = None) -> Harvest:
-    """Read the sitemaps of ``origins`` (found through robots.txt) and the ``sitemaps`` given;
+                           on_file: FileTaken | None = None,
+                           harvest: Harvest | None = None,
+                           parser: Executor | None = None) -> Harvest:
+    """Read the sitemaps of ``origins`` (found through robots.txt) and the ``sitemaps`` given
+    (into ``harvest`` when given; parsed in ``parser`` when given, else on a thread);
     ``on_file`` is awaited with what each file added, as it is read."""
-    reader = Reader(conn, session, settings, limits, filters, on_file)
+    reader = Reader(conn, session, settings, filters, on_file, harvest, parser)
     try:
         starts: list[tuple[str, str | None]] = []
         for origin in origins:
@@ -314,75 +275,88 @@ async def harvest_sitemaps(conn: asyncpg.Connection, session: aiohttp.ClientSess
         await reader.close()
 
 
-HINT_BATCH = 5000
+def file_values(report: FileReport, now: float) -> dict[str, Any]:
+    """A file as read, as its ``sitemaps`` row (``crawler.db.sitemaps.record_file``)."""
+    read = report.read
+    return {
+        "host_id": host_id(origin_of(report.url)), "url": report.url,
+        "robots_origin": report.robots_origin, "kind": read.kind if read else None,
+        "depth": report.depth, "read_at": read.fetched_at if read else now,
+        "status": read.status if read else None, "listed": report.listed,
+        "added": report.taken, "rejected": report.rejected, "cut": report.cut,
+        "error": report.error, "etag": read.etag if read else None,
+        "last_modified": read.last_modified if read else None,
+    }
 
 
-async def record_files(conn: asyncpg.Connection, harvest: Harvest, now: float) -> None:
-    """The files read, in ``sitemaps``."""
-    import json
-
-    for report in harvest.files:
-        read = report.read
-        row: dict[str, Any] = {
-            "host_id": host_id(origin_of(report.url)), "url": report.url,
-            "robots_origin": report.robots_origin, "kind": read.kind if read else None,
-            "depth": report.depth, "read_at": read.fetched_at if read else now,
-            "status": read.status if read else None, "listed": report.listed,
-            "added": report.taken, "rejected": report.rejected, "cut": report.cut,
-            "error": report.error, "etag": read.etag if read else None,
-            "last_modified": read.last_modified if read else None,
-        }
-        await conn.execute(QUERIES["sitemap_record"], json.dumps(row))
-
-
-async def record_hints(conn: asyncpg.Connection, hints: list[tuple[str, str, float, str]],
-                       now: float) -> None:
-    """Date hints (url, kind, claimed, source file) of known URLs, in ``url_hints``; what
-    they announce is scheduled by how far their host's source is trusted (issue 38,
-    ``crawler.db.hints.record_claims``)."""
-    from crawler.db.hints import record_claims, refresh_due
-
-    origin_ids: dict[str, int] = {}
-    moved: set[int] = set()
-    for start in range(0, len(hints), HINT_BATCH):
-        batch = hints[start : start + HINT_BATCH]
-        hosts = []
-        for h in batch:
-            origin = origin_of(h[0])
-            key = origin_ids.get(origin)
-            if key is None:
-                key = origin_ids[origin] = host_id(origin)
-            hosts.append(key)
-        moved |= await record_claims(
-            conn, [h[0] for h in batch], hosts, [h[1] for h in batch], [h[2] for h in batch],
-            [h[3] for h in batch], now,
-        )
-    if moved:
-        await refresh_due(conn, moved)
+async def record_seeded(pool: asyncpg.Pool, harvest: Harvest, report: FileReport, now: float,
+                        settings: Settings, policy: SchedulePolicy) -> None:
+    """A file the seeder read, recorded as the daemon records a read (its first, or one more
+    when it was read before): its row, its schedule, and what it lists, so that its next
+    read tells what it added and dropped. The seeder has seeded every URL itself; a URL the
+    patterns turned away is no part of a listing."""
+    await db.record_file(pool, file_values(report, now))
+    row = await db.sitemap_state(pool, report.url)
+    if row is None:
+        return
+    read = report.read
+    if read is None:  # not requested: its host refused, or robots.txt disallowed it
+        outcome = (Outcome.DISALLOWED if report.error == "disallowed by robots.txt"
+                   else Outcome.BLOCKED)
+        seen = ReadSeen(now, outcome)
+    else:
+        outcome = Outcome(read.outcome)
+        # Tens of milliseconds of Python for 50,000 entries: off the event loop's thread.
+        digest = (await asyncio.to_thread(listing_digest, read.entries)
+                  if outcome == model.OK else None)
+        seen = ReadSeen(read.fetched_at, outcome, read.status, digest, read.etag,
+                        read.last_modified)
+    after = after_read(row.state, seen, policy,
+                       max_interval_seconds=settings.sitemap_max_interval)
+    counts: dict[str, int] = {}
+    if read is not None and outcome == model.OK and read.kind != INDEX:
+        allowed = location_prefixes(report.url, report.robots_origin)
+        taken = harvest.urls
+        urls = [e.url for e in read.entries if e.url in taken and e.url.startswith(allowed)]
+        whole = read.kind is not None and read.error is None and read.cut is None
+        change = await db.apply_listing(pool, row, urls, whole=whole, now=seen.fetched_at,
+                                        seed_new=False)
+        counts = {"added": change.added, "dropped": change.dropped}
+    source = db.INDEX if report.depth else (db.ROBOTS if report.robots_origin else db.SEED)
+    values = db.read_values(
+        after, read_at=seen.fetched_at, status=seen.status,
+        kind=read.kind if read is not None else None, source=source,
+        found_on=harvest.parents.get(report.url) if report.depth else None, cut=report.cut,
+        error=report.error, repaired=read.repaired if read is not None else None, **counts)
+    await db.record_read(pool, row, values)
 
 
 class Pipeline:
-    """Seeds each file's URLs, then records its hints, while the next file is read: parsing
-    runs on a thread (``read_sitemap``) and the database works on its own core meanwhile.
-    One file's writes are in flight at a time, so a file's hints always find the URLs an
-    earlier file seeded."""
+    """Seeds each file's URLs, then records its hints and the file with what it lists,
+    while the next file is read: parsing runs in a process of its own (``read_sitemap``'s
+    ``parser``) and the database works on its own cores meanwhile. One file's writes are in
+    flight at a time, so a file's hints always find the URLs an earlier file seeded."""
 
-    def __init__(self, pool: asyncpg.Pool, importance: float,
+    def __init__(self, pool: asyncpg.Pool, harvest: Harvest, importance: float,
                  progress: Callable[[int, int], None] | None,
-                 after_batch: frontier.AfterBatch | None) -> None:
+                 after_batch: frontier.AfterBatch | None, settings: Settings) -> None:
         self.pool = pool
+        self.harvest = harvest
+        self.settings = settings
+        self.policy = SchedulePolicy(settings)
         self.importance = importance
         self.progress = progress
         self.after_batch = after_batch
         self.pending: asyncio.Task[None] | None = None
+        self.recorded: set[str] = set()  # files whose read is recorded
         self.inserted = self.already_known = self.made_due = self.listed = self.done = 0
 
-    async def __call__(self, urls: list[str], hints: list[tuple[str, str, float, str]]) -> None:
+    async def __call__(self, report: FileReport, urls: list[str], hints: list[Hint]) -> None:
         await self.finish()
         self.listed += len(urls)
-        self.pending = asyncio.create_task(self.write(urls, hints))
+        self.pending = asyncio.create_task(self.write(report, urls, hints))
 
-    async def write(self, urls: list[str], hints: list[tuple[str, str, float, str]]) -> None:
+    async def write(self, report: FileReport, urls: list[str], hints: list[Hint]) -> None:
         offset = self.done
 
         def progress(done: int, _total: int) -> None:
@@ -396,8 +370,20 @@ class Pipeline:
         self.inserted += result.inserted
         self.already_known += result.already_known
         self.made_due += result.made_due
+        # The hints and the listing, on two connections at once: each is mostly the
+        # database's work, and neither writes what the other reads.
+        await asyncio.gather(self.hinted(hints), self.record(report))
+
+    async def hinted(self, hints: list[Hint]) -> None:
         async with self.pool.acquire() as conn:
-            await record_hints(conn, hints, time.time())
+            await record_hints(conn, hints, time.time(), self.settings)
+
+    async def record(self, report: FileReport) -> None:
+        """``report``'s file recorded (``record_seeded``), once."""
+        if report.url not in self.recorded:
+            self.recorded.add(report.url)
+            await record_seeded(self.pool, self.harvest, report, time.time(), self.settings,
+                                self.policy)
 
     async def finish(self) -> None:
         if self.pending is not None:
@@ -424,9 +410,6 @@ def describe_file(report: FileReport) -> str:
 
 def sitemap_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The origins (``--sitemaps``) and sitemap URLs (``--sitemap``) given, normalised."""
-    from crawler.commands.errors import UserError
-    from crawler.core.links import normalize_url
-
     origins: list[str] = []
     for text in args.sitemaps or []:
         url = normalize_url(text.strip())
@@ -444,23 +427,6 @@ def sitemap_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def cmd_seed_sitemaps(args: argparse.Namespace) -> int:
     """`crawler seed --sitemaps ORIGIN` / `--sitemap URL`: read, then seed what they list."""
-    import sys
-
-    from crawler.cli import (
-        SeedProgress,
-        load_settings,
-        plural,
-        rejection_summary,
-        resolve_url,
-        seed_filters,
-    )
-    from crawler.commands.errors import PARTIAL, UserError
-    from crawler.commands.watch import seed_region
-    from crawler.daemon.config import fetch_limits
-    from crawler.db.connect import create_pool
-    from crawler.net.session import new_session
-    from crawler.net.ssrf import AddressPolicy
-
     if args.window is not None:
         raise UserError("--sitemaps and --sitemap seed a site's listed URLs; --window N "
                         "registers a breadth-first window: seed one, then the other")
@@ -468,12 +434,16 @@ def cmd_seed_sitemaps(args: argparse.Namespace) -> int:
     origins, sitemaps = sitemap_args(args)
     filters = seed_filters(args, settings)
 
-    async def go() -> tuple[Harvest, frontier.SeedResult]:
+    # What the run found, set by go(), which returns nothing: when asyncio.run gives the
+    # SIGINT handler back, Python 3.11 formats that handler, and with it the main task and its
+    # result, as text; a Harvest returned would be written out whole (10^6 URLs, seconds).
+    found: list[tuple[Harvest, frontier.SeedResult]] = []
+
+    async def go() -> None:
         pool = await create_pool(resolve_url(settings))
         try:
-            limits = fetch_limits(settings)
             try:
-                session = new_session(settings.user_agent, limits,
+                session = new_session(settings.user_agent, settings,
                                       address_policy=AddressPolicy(settings.allow_networks),
                                       ca_bundle=settings.ca_bundle)
             except ValueError as error:
@@ -482,33 +452,40 @@ def cmd_seed_sitemaps(args: argparse.Namespace) -> int:
                 async with pool.acquire() as conn:
                     await seed_region(conn, batch, args, window=False)
 
-            pipeline = Pipeline(pool, args.importance, SeedProgress(sys.stderr), committed_batch)
+            harvest = Harvest()
+            pipeline = Pipeline(pool, harvest, args.importance, SeedProgress(sys.stderr),
+                                committed_batch, settings)
+            # Parsing (mostly normalising URLs) in a process of its own: on a thread it held
+            # the interpreter's lock against the seeding and recording of the file before.
+            parser = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=parser_started)
+            parser.submit(int)  # started now, while robots.txt and the index are fetched
             try:
                 async with pool.acquire() as conn:
-                    harvest = await harvest_sitemaps(conn, session, settings, limits, filters,
-                                                     origins=origins, sitemaps=sitemaps,
-                                                     on_file=pipeline)
+                    await harvest_sitemaps(conn, session, settings, filters, origins=origins,
+                                           sitemaps=sitemaps, on_file=pipeline,
+                                           harvest=harvest, parser=parser)
                 await pipeline.finish()
             finally:
+                parser.shutdown(wait=False, cancel_futures=True)
                 await session.close()
                 if pipeline.pending is not None:
                     pipeline.pending.cancel()
             for report in harvest.files:
                 print(describe_file(report), file=sys.stderr)
-            async with pool.acquire() as conn:
-                await record_files(conn, harvest, time.time())
-            # What each file lists, and when the daemon reads it again (docs/SITEMAPS.md).
-            from crawler.daemon.sitemaps import record_seeded
-
-            await record_seeded(pool, harvest, time.time(), settings)
-            return harvest, pipeline.result()
+            # The files not recorded as they were seeded (indexes, failed reads): what each
+            # lists, and when the daemon reads it again (docs/SITEMAPS.md).
+            for report in harvest.files:
+                await pipeline.record(report)
+            found.append((harvest, pipeline.result()))
         finally:
             await pool.close()
 
     try:
-        harvest, result = asyncio.run(go())
+        asyncio.run(go())
     except HostIdCollision as collision:
         raise UserError(f"seed: {collision}") from collision
+    [(harvest, result)] = found
     failed = sum(1 for f in harvest.files if f.error)
     turned = dict(harvest.filtered)
     extras = [f"{harvest.off_location} outside their sitemap's location"]

@@ -22,6 +22,7 @@ the seeder (``crawler seed --sitemaps``), which reads them the first time:
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,11 +33,14 @@ import asyncpg
 from crawler.core.estimate import ChangeHistory
 from crawler.core.hostid import HostIdCollision, host_id, origin_of
 from crawler.core.sitemap_schedule import AfterRead, SitemapState
+from crawler.core.sitemaps import robots_sitemaps
 from crawler.core.transition import Transition
 from crawler.db import frontier
 from crawler.db.frontier import HostClaim, finite
+from crawler.db.hints import record_claims, refresh_due
 from crawler.db.queries import QUERIES
 from crawler.db.record import ExtraWrite
+from crawler.settings import Settings
 
 # How a sitemap was found (``sitemaps.source``).
 ROBOTS = "robots"  # a Sitemap: line of the host's robots.txt
@@ -157,19 +161,52 @@ class ListingChange:
     relisted: int = 0
 
 
-class _HostKeys:
-    """Host keys of URLs, one SHA-256 per origin."""
+class HostKeys:
+    """Host keys of normalised URLs, one SHA-256 per origin. A listing's URLs come in runs
+    of one origin: a URL that starts with the last one's ``origin/`` has its key at once."""
 
     def __init__(self) -> None:
         self.keys: dict[str, int] = {}
+        self.prefix = "\0"  # no URL starts with it
+        self.key = 0
 
     def of(self, url: str) -> int:
+        if url.startswith(self.prefix):
+            return self.key
         scheme, rest = url.split("://", 1)
         origin = f"{scheme}://{rest.split('/', 1)[0]}"
         key = self.keys.get(origin)
         if key is None:
             key = self.keys[origin] = host_id(origin)
+        self.prefix, self.key = origin + "/", key
         return key
+
+
+# Hints per statement, each in a transaction that locks their hosts: a 50,000-URL file in
+# two, where each statement costs its planning (milliseconds) and four round trips.
+HINT_BATCH = 25_000
+Hint = tuple[str, str, float, str]  # url, kind, claimed (epoch seconds), source file
+
+
+async def record_hints(conn: asyncpg.Connection, hints: list[Hint], now: float,
+                       settings: Settings) -> None:
+    """Date hints (url, kind, claimed, source file) of known URLs, in ``url_hints``; what
+    they announce is scheduled by how far their host's source is trusted (issue 38,
+    ``crawler.db.hints.record_claims``). Nothing under ``CRAWLER_HINTS=off``: a URL without
+    hints is never tested, and its schedule is its fetches' alone."""
+    if not settings.hints:
+        return
+    keys = HostKeys()
+    moved: set[int] = set()
+    for start in range(0, len(hints), HINT_BATCH):
+        batch = hints[start : start + HINT_BATCH]
+        hosts = [keys.of(h[0]) for h in batch]
+        moved |= await record_claims(
+            conn, [h[0] for h in batch], hosts, [h[1] for h in batch], [h[2] for h in batch],
+            [h[3] for h in batch], now,
+        )
+    if moved:
+        await refresh_due(conn, moved)
 
 
 async def apply_listing(
@@ -189,7 +226,7 @@ async def apply_listing(
     The difference with the last read is taken here, on id sets, and written by statements
     each driven by the ids they change: none of them joins two large sets, so no plan (on
     statistics not gathered yet, just after a seed) can make one quadratic."""
-    keys = _HostKeys()
+    keys = HostKeys()
     url_hosts = [keys.of(u) for u in urls]
     hosts = sorted(set(row.member_hosts) | set(url_hosts))
     key = sitemap_id(row.url)
@@ -204,12 +241,18 @@ async def apply_listing(
             except HostIdCollision:
                 pass  # the colliding URLs stay unknown, and out of the listing
     async with pool.acquire() as conn, conn.transaction():
-        listed = {(r["id"], r["host_id"]) for r in await conn.fetch(
-            QUERIES["sitemap_listed_ids"], list(urls), url_hosts, hosts)} if urls else set()
         members = {(r["url_id"], r["host_id"])
                    for r in await conn.fetch(QUERIES["sitemap_members"], key, hosts)}
-        flagged = {(r["id"], r["host_id"])
-                   for r in await conn.fetch(QUERIES["unlisted_ids"], hosts)} & listed
+        unlisted_now = {(r["id"], r["host_id"])
+                        for r in await conn.fetch(QUERIES["unlisted_ids"], hosts)}
+        if not members and not unlisted_now:
+            # Nothing listed before, nothing to unflag: the listing is all there is to write.
+            added_count = await conn.fetchval(QUERIES["sitemap_list_new"], key, list(urls),
+                                              url_hosts, hosts) if urls else 0
+            return ListingChange(seeded, added_count)
+        listed = {(r["id"], r["host_id"]) for r in await conn.fetch(
+            QUERIES["sitemap_listed_ids"], list(urls), url_hosts, hosts)} if urls else set()
+        flagged = unlisted_now & listed
         added = sorted(listed - members)
         if added or flagged:
             await conn.execute(QUERIES["sitemap_list"], key, [a[0] for a in added],
@@ -265,11 +308,15 @@ async def record_read(conn: asyncpg.Connection | asyncpg.Pool, row: SitemapRow,
                       values: dict[str, Any]) -> bool:
     """Write ``values`` on ``row``; False when the claim it was read under was taken over
     (another reader claimed the file after this one's claim ran out)."""
-    import json
-
     written = await conn.fetchval(QUERIES["sitemap_read_record"], row.host_id, row.url,
                                   row.epoch, json.dumps(values))
     return written is not None
+
+
+async def record_file(conn: asyncpg.Connection | asyncpg.Pool, values: dict[str, Any]) -> None:
+    """A file as the seeder read it (``sitemap_record``: ``values`` its ``sitemaps`` row, times
+    in epoch seconds), made or updated; its read and schedule are ``record_read``'s."""
+    await conn.execute(QUERIES["sitemap_record"], json.dumps(values))
 
 
 async def ensure_hosts(conn: asyncpg.Connection | asyncpg.Pool, urls: Iterable[str]) -> None:
@@ -300,6 +347,24 @@ async def register(
         robots_origin, depth, source, found_on, MAX_SITEMAPS_PER_HOST,
     )
     return [r["url"] for r in rows]
+
+
+async def follow_robots(conn: asyncpg.Connection | asyncpg.Pool, host: int, origin: str,
+                        before: str | None, body: str | None) -> list[str]:
+    """A re-read of ``origin``'s robots.txt (``before``: the body it replaces, ``body``: the
+    new one): the ``Sitemap:`` lines it adds join as the host's sitemaps, due at once, when
+    the host is read through its sitemaps already (a host seeded from URLs keeps being
+    crawled from them alone). Returns the sitemaps that were new; nothing is asked of the
+    database when no line was added."""
+    known = set(robots_sitemaps(before or ""))
+    added = [url for url in robots_sitemaps(body or "") if url not in known]
+    if not added or not await conn.fetchval(QUERIES["host_reads_sitemaps"], host):
+        return []
+    try:
+        return await register(conn, added, robots_origin=origin, depth=0, source=ROBOTS,
+                              found_on=None)
+    except HostIdCollision:
+        return []  # a line on an origin whose key another holds: not followed
 
 
 async def forget_children(

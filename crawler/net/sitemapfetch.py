@@ -12,16 +12,26 @@ one slice of memory.
 from __future__ import annotations
 
 import asyncio
+import signal
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
 
 import aiohttp
 
 from crawler.core import model
 from crawler.core.model import UrlRecord
-from crawler.core.sitemaps import CUT_BYTES, MAX_BYTES, MAX_URLS, Entry, SitemapReader
-from crawler.net.fetch import FetchLimits, fetch
+from crawler.core.sitemaps import (
+    CUT_BYTES,
+    MAX_BYTES,
+    MAX_URLS,
+    DateHint,
+    Entry,
+    SitemapReader,
+)
+from crawler.net.fetch import fetch
+from crawler.settings import Settings
 
 GZIP_MAGIC = b"\x1f\x8b"
 SLICE_BYTES = 64 * 1024
@@ -104,13 +114,60 @@ def read_body(body: bytes, base_url: str, *, gzipped: bool | None = None,
     return reader
 
 
-async def read_sitemap(session: aiohttp.ClientSession, url: str, limits: FetchLimits, *,
+@dataclass(frozen=True, slots=True)
+class PlainRead:
+    """What ``read_body`` made of a body, in plain values: sent back by a parsing process
+    (``read_sitemap``'s ``parser``), 50,000 entries pickle in 0.5 s as objects and in 30 ms
+    as their fields."""
+
+    kind: str | None
+    error: str | None
+    invalid: int
+    size: int
+    repaired: int
+    cut: str | None
+    urls: list[str]
+    hints: list[tuple[tuple[str, float], ...]]  # (kind, claimed) of each URL's dates
+
+
+def read_plain(body: bytes, base_url: str, max_urls: int) -> PlainRead:
+    """``read_body`` in a parsing process."""
+    entries: list[Entry] = []
+    reader = read_body(body, base_url, max_urls=max_urls, on_entries=entries.extend)
+    return PlainRead(reader.kind, reader.error, reader.invalid, reader.size, reader.repaired,
+                     reader.cut, [e.url for e in entries],
+                     [tuple((h.kind, h.claimed) for h in e.hints) for e in entries])
+
+
+def parser_started() -> None:
+    """A parsing process's initializer: Ctrl-C is for the command that started it, which
+    stops and shuts its parsers down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _entries(plain: PlainRead) -> list[Entry]:
+    dates: dict[tuple[str, float], DateHint] = {}
+    entries = []
+    for url, hints in zip(plain.urls, plain.hints, strict=True):
+        made = []
+        for hint in hints:
+            date = dates.get(hint)
+            if date is None:
+                date = dates[hint] = DateHint(*hint)
+            made.append(date)
+        entries.append(Entry(url, tuple(made)))
+    return entries
+
+
+async def read_sitemap(session: aiohttp.ClientSession, url: str, limits: Settings, *,
                        etag: str | None = None, last_modified: float | None = None,
-                       max_urls: int = MAX_URLS) -> SitemapRead:
-    """GET ``url`` (conditionally, given validators) and read it as a sitemap or feed."""
+                       max_urls: int = MAX_URLS, parser: Executor | None = None) -> SitemapRead:
+    """GET ``url`` (conditionally, given validators) and read it as a sitemap or feed: on a
+    thread, or in ``parser`` (a process pool started with ``parser_started``), where the
+    parsing holds no lock the caller's Python needs."""
     record = UrlRecord(url_id=0, url=url, etag=etag, last_modified=last_modified,
                        last_content_hash=b"" if (etag or last_modified) else None)
-    fetched = await fetch(session, record, replace(limits, max_body_bytes=MAX_BYTES),
+    fetched = await fetch(session, record, limits.model_copy(update={"max_body_bytes": MAX_BYTES}),
                           send_validators=etag is not None or last_modified is not None)
     read = SitemapRead(url=url, fetched_at=fetched.fetched_at, outcome=fetched.outcome,
                        status=fetched.status, error_kind=fetched.error_kind,
@@ -120,10 +177,17 @@ async def read_sitemap(session: aiohttp.ClientSession, url: str, limits: FetchLi
         return read
     body = fetched.body or b""
     read.wire_bytes = len(fetched.wire_body or body)
-    # A 50,000-URL file is seconds of parsing: on a thread, the event loop meanwhile drives
-    # the database writes of the file before (seeding) or other hosts' fetches (the daemon).
-    reader = await asyncio.to_thread(read_body, body, fetched.final_url or url,
-                                     max_urls=max_urls, on_entries=read.entries.extend)
+    if parser is not None:
+        plain = await asyncio.get_running_loop().run_in_executor(
+            parser, read_plain, body, fetched.final_url or url, max_urls)
+        read.entries = _entries(plain)
+        reader: SitemapReader | PlainRead = plain
+    else:
+        # A 50,000-URL file is seconds of parsing: on a thread, the event loop meanwhile
+        # drives the database writes of the file before (seeding) or other hosts' fetches
+        # (the daemon).
+        reader = await asyncio.to_thread(read_body, body, fetched.final_url or url,
+                                         max_urls=max_urls, on_entries=read.entries.extend)
     read.kind, read.error, read.invalid, read.size, read.repaired = (
         reader.kind, reader.error, reader.invalid, reader.size, reader.repaired)
     # Cut at the body cap on the way in (Content-Encoding bomb, or a body past 50 MB): the

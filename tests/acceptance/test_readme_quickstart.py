@@ -7,13 +7,15 @@ tells a user whose site is on their own machine). Nothing else is configured: th
 the embedded PostgreSQL in a new ``CRAWLER_DATA_DIR`` (``CRAWLER_METRICS_PORT=0`` only keeps
 the daemon off a port another test may hold). A command that ends in ``&``, or the daemon the
 README runs "until Ctrl-C", runs in the background and is stopped with SIGINT, which must exit
-0. What the README says appears (the seed's answer, the pages of the window, the change log
-line, the change in ``crawler changes``, the words in ``crawler diff --words``) is checked in
-the output of the very commands it quotes.
+0. What the README says appears (the seed's answer, the pages of the window, the sitemap
+seed's answer and the page only the sitemap lists, the change log line, the change in
+``crawler changes``, the words in ``crawler diff --words``) is checked in the output of the
+very commands it quotes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -59,7 +61,8 @@ def words(line: str) -> list[str]:
 
 
 class Site:
-    """The user's site: a page with a price, linked from the home page, served on loopback."""
+    """The user's site: a page with a price, linked from the home page, served on loopback,
+    with a robots.txt naming its sitemap, which lists a page no link leads to as well."""
 
     def __init__(self) -> None:
         self.price = "12.50"
@@ -78,11 +81,21 @@ class Site:
                                "from one day to the next, as shop pages do, and a price "
                                f"that changes.</p><p>Price: {site.price} EUR</p>"
                                '<a href="/">Home</a></body></html>',
+                    "/contact": "<html><body><h1>Contact</h1><p>Write to us.</p></body></html>",
+                    "/robots.txt": f"User-agent: *\nAllow: /\nSitemap: {site.url}/sitemap.xml\n",
+                    "/sitemap.xml": '<?xml version="1.0" encoding="UTF-8"?>\n'
+                                    '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                                    + "".join(f"<url><loc>{site.url}{path}</loc>"
+                                              "<lastmod>2024-05-01</lastmod></url>"
+                                              for path in ("/", "/about", "/prices", "/contact"))
+                                    + "</urlset>",
                 }
                 body = pages.get(self.path)
                 self.send_response(200 if body is not None else 404)
                 data = (body or "not found").encode()
-                self.send_header("Content-Type", "text/html; charset=utf-8")
+                kind = {"/robots.txt": "text/plain", "/sitemap.xml": "application/xml"}.get(
+                    self.path, "text/html")
+                self.send_header("Content-Type", f"{kind}; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -180,7 +193,8 @@ def shell() -> Iterator[Shell]:
 def test_the_readme_quick_start_does_what_it_says(shell: Shell) -> None:
     text = README.read_text()
     blocks = quick_start_blocks(text)
-    assert set(blocks) == {"Crawl a site", "Watch a page"}, blocks
+    assert set(blocks) == {"Crawl a site", "Seed a site from its sitemaps", "Watch a page"}, \
+        blocks
     site: Site = shell.site_server  # type: ignore[attr-defined]
     home, prices = f"{shell.site}/", f"{shell.site}/prices"
     prose = " ".join(text.split())
@@ -203,6 +217,18 @@ def test_the_readme_quick_start_does_what_it_says(shell: Shell) -> None:
     assert re.search(r"^URLs\s+3$", shell.run(status), re.MULTILINE)
     assert home in shell.run(show)
     shell.interrupt(daemon)
+
+    # Seed a site from its sitemaps: robots.txt names the sitemap, which lists one page more.
+    [from_sitemaps] = blocks["Seed a site from its sitemaps"]
+    assert words(from_sitemaps)[:3] == ["crawler", "seed", "--sitemaps"]
+    seeded = " ".join(shell.run(from_sitemaps).split())
+    answers = re.findall(r"`((?:read|seeded) \d+ [^`]*)`", prose)
+    assert len(answers) == 2, answers
+    for quoted in answers:
+        assert quoted in seeded, (quoted, seeded)
+    # In the frontier (`crawler show` exits 1 on a URL it does not know), not fetched yet.
+    contact = json.loads(shell.run(f"crawler show --json {shell.site}/contact"))
+    assert contact["url"] == f"{shell.site}/contact" and contact["state"] == "new", contact
 
     # Watch a page: seed it exactly, the daemon in the background, the page changes, recheck.
     seed, run, recheck, changes, diff = blocks["Watch a page"]
