@@ -26,17 +26,17 @@ from types import TracebackType
 
 import asyncpg
 from aiohttp import web
-from inprocess import NullEvents, quick_worker_config, wait_for
+from inprocess import NullEvents, quick_settings, wait_for
 from loopback import ManyAddressServer, declare_crawler
 
-from crawler.config import default_settings
-from crawler.daemon.config import fetch_limits
+from crawler.core.schedule import SchedulePolicy
 from crawler.daemon.sitemaps import SitemapKeeper
-from crawler.daemon.worker import Worker, WorkerConfig
+from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.db import sitemaps as db
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
+from crawler.settings import default_settings
 
 ADDRESSES = {"truthful": "127.0.0.91", "now": "127.0.0.92", "random": "127.0.0.93",
              "plain": "127.0.0.94"}
@@ -122,14 +122,12 @@ class Crawl:
     def __init__(self, db_url: str) -> None:
         self.db_url = db_url
         self.site = HintSite()
-        settings = default_settings().model_copy(update={
-            "politeness_delay": DELAY, "user_agent": USER_AGENT,
-        })
-        self.settings = settings
-        self.limits = fetch_limits(settings, connect_timeout=2.0, first_byte_timeout=5.0,
-                                   total_timeout=10.0)
-        self.config: WorkerConfig = quick_worker_config("hints-test", self.limits,
-                                                        concurrency=4)
+        limits = {"connect_timeout": 2.0, "first_byte_timeout": 5.0, "total_timeout": 10.0}
+        self.settings = default_settings(politeness_delay=DELAY, user_agent=USER_AGENT,
+                                         **limits)
+        self.worker_settings = quick_settings(concurrency=4, **limits)
+        # The worker's policy (no plan solved), which the sitemap reader shares.
+        self.schedule = SchedulePolicy(self.worker_settings)
         self.pool: asyncpg.Pool
         self.keeper: SitemapKeeper
 
@@ -139,10 +137,10 @@ class Crawl:
         pool = await asyncpg.create_pool(self.db_url, min_size=1, max_size=6)
         assert pool is not None
         self.pool = pool
-        self.session = new_session(USER_AGENT, self.limits,
+        self.session = new_session(USER_AGENT, self.settings,
                                    address_policy=AddressPolicy(["127.0.0.0/8"]))
         self.keeper = SitemapKeeper(pool, self.session, self.settings, NullEvents(),  # type: ignore[arg-type]
-                                    "hints-test", lambda: self.config.schedule, self.limits)
+                                    "hints-test", lambda: self.schedule)
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -178,7 +176,8 @@ class Crawl:
         urls = [u for name in names for u in self.site.urls(name)]
         before = await self.fetches(urls)
         await self.make_due(urls)
-        worker = Worker(self.config, self.pool, self.session, NullEvents())  # type: ignore[arg-type]
+        worker = Worker(self.worker_settings, "hints-test", self.pool, self.session,
+                        NullEvents())  # type: ignore[arg-type]
         task = asyncio.create_task(worker.run())
 
         async def fetched() -> bool:

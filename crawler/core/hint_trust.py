@@ -4,7 +4,10 @@ docs/MODEL.md section 9.2. A hint source (a sitemap's ``lastmod``, a feed's date
 judged per (site, source). Every fetch of a page the source covers is a test of it: over the
 fetch interval (a, b], did the source announce a change (a hint dated inside (a, b], counted
 once the announcements that were late have had time to arrive), and did the fingerprint see
-one? Four counts follow:
+one? A changed interval is no test of a source that dates only a page's last change
+(``lastmod``, a feed's ``updated``) when it dates none inside the interval but already one
+after it: the change inside may have had its date overwritten before the file was read.
+Four counts follow:
 
 - ``hits``: announced and changed;
 - ``false_alarms``: announced, unchanged;

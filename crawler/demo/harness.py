@@ -7,6 +7,11 @@ with ``crawler seed``, at one fetch budget. Afterwards every fetch they recorded
 and ``crawler.sim.live`` turns it, with the pages' true change instants, into freshness and
 age, beside the simulator's prediction and the analytic oracle. Everything listens and
 connects on 127.0.0.0/8 only.
+
+``run_hints`` compares instead the optimal daemon taking sitemap dates as evidence with the
+same daemon ignoring them (``CRAWLER_HINTS``), on a web whose sites all serve a sitemap dated
+truthfully, falsely or not at all (``crawler.demo.live.HINT_SITEMAPS``), seeded through the
+sitemaps; the figures are per group of dates (``crawler.sim.live.evaluate_hints``).
 """
 
 from __future__ import annotations
@@ -24,18 +29,34 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 from crawler.core.model import SECONDS_PER_DAY
 from crawler.db.migrate import upgrade
-from crawler.demo.live import LiveWeb, live_web, observable_change_times
+from crawler.demo.live import HINT_SITEMAPS, LiveWeb, live_web, observable_change_times
 from crawler.demo.web import DemoWeb
 from crawler.settings import ENV_PREFIX
-from crawler.sim.live import LiveEvaluation, RunShape, TruePage, evaluate
+from crawler.sim.live import (
+    HintEvaluation,
+    LiveEvaluation,
+    RunShape,
+    TruePage,
+    evaluate,
+    evaluate_hints,
+)
 
-SCHEDULES = ("optimal", "uniform")
+T = TypeVar("T")
+# The daemons each comparison runs side by side, and the settings that set them apart.
+ARMS: Mapping[str, Mapping[str, Mapping[str, str]]] = {
+    "schedules": {"optimal": {"schedule": "optimal"}, "uniform": {"schedule": "uniform"}},
+    # Same daemon, same budget, same web (whose sitemaps date a third of the pages right and
+    # a third wrong): one takes the dates as evidence, the other ignores them.
+    "hints": {"hints-on": {"schedule": "optimal", "hints": "on"},
+              "hints-off": {"schedule": "optimal", "hints": "off"}},
+}
 _STOP_TIMEOUT_SECONDS = 60.0
 _LOG_TAIL_BYTES = 4000
 # The collection is seeded in this many batches spread over the first uniform interval.
@@ -64,7 +85,27 @@ class LiveConfig:
     max_interval: float = 3600.0
     # The planner re-solves often enough to converge within the run.
     planner_interval: float = 10.0
+    # "schedules": optimal against uniform; "hints": hints taken against ignored (ARMS).
+    compare: str = "schedules"
+    # CRAWLER_SITEMAP_MAX_INTERVAL, when set: the longest interval between two reads of a
+    # sitemap (a sitemap's dates are news only when read). Unset: the daemon's default.
+    sitemap_max_interval: float | None = None
+    # With compare="hints": also run the daemon taking hints at this share of the budget.
+    hints_budget_scale: float | None = None
     extra_settings: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def arms(self) -> Mapping[str, Mapping[str, str]]:
+        arms = dict(ARMS[self.compare])
+        if self.compare == "hints" and self.hints_budget_scale is not None:
+            # A third daemon taking hints on a budget scaled to spend what the one ignoring
+            # them spends: hint-driven fetches come on top of the plan's.
+            scaled = {**arms["hints-on"],
+                      "budget_per_day": repr(self.budget_per_day * self.hints_budget_scale)}
+            arms = {"hints-on": arms["hints-on"],
+                    f"on-x{self.hints_budget_scale:g}": scaled,
+                    "hints-off": arms["hints-off"]}
+        return arms
 
     @property
     def uniform_interval(self) -> float:
@@ -83,6 +124,16 @@ class LiveConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class HintsRun:
+    evaluation: HintEvaluation
+    # Per arm: sitemap reads a second over the whole run; and per (sitemap dates, stored
+    # classification of their source at the end), how many sites and the tests of their
+    # dates (hits, false alarms, misses, quiet: crawler.core.hint_trust.HintCounts).
+    sitemap_reads_per_second: Mapping[str, float]
+    trust: Mapping[str, Mapping[tuple[str, str], tuple[int, ...]]]
+
+
+@dataclass(frozen=True, slots=True)
 class LiveRun:
     evaluation: LiveEvaluation
     # Per schedule: the plan in force at the end, and the URLs whose stored fetch rate is
@@ -98,18 +149,17 @@ def with_database(url: str, name: str) -> str:
 
 
 def daemon_environment(
-    config: LiveConfig, db_url: str, schedule: str, scratch: Path
+    config: LiveConfig, db_url: str, arm: str, scratch: Path
 ) -> dict[str, str]:
     """The environment of one daemon: the caller's, without any ``CRAWLER_*`` setting of its
     own (a CRAWLER_PROCESSES there would change the deployment under test), plus ours."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
     settings = {
         "database_url": db_url,
-        "data_dir": str(scratch / f"data-{schedule}"),
-        "warc_dir": str(scratch / f"warc-{schedule}"),
+        "data_dir": str(scratch / f"data-{arm}"),
+        "warc_dir": str(scratch / f"warc-{arm}"),
         "metrics_port": "0",
         "allow_networks": '["127.0.0.0/8"]',
-        "schedule": schedule,
         "budget_per_day": repr(config.budget_per_day),
         # Both daemons: the optimal one falls back to it before its first plan, and rechecks
         # a page that answered 404 at it.
@@ -119,6 +169,9 @@ def daemon_environment(
         "planner_interval": repr(config.planner_interval),
         "politeness_delay": repr(config.politeness_delay),
         "shutdown_grace": "3",
+        **({} if config.sitemap_max_interval is None
+           else {"sitemap_max_interval": repr(config.sitemap_max_interval)}),
+        **config.arms[arm],
         **config.extra_settings,
     }
     env.update({ENV_PREFIX + name.upper(): value for name, value in settings.items()})
@@ -207,7 +260,8 @@ def true_pages(web: LiveWeb, demo: DemoWeb, started: float, until: float) -> lis
         assert spec is not None
         times = observable_change_times(site, spec, until - demo.start_time)
         pages.append(
-            TruePage(page.kind, page.change_rate_per_second, tuple(t + shift for t in times))
+            TruePage(page.kind, page.change_rate_per_second, tuple(t + shift for t in times),
+                     page.lastmod)
         )
     return pages
 
@@ -261,14 +315,32 @@ async def _recorded(
     return fetches, state, int(fallback or 0)
 
 
-async def run_live(config: LiveConfig, maintenance_url: str) -> LiveRun:
-    """One harness run on a PostgreSQL server where scratch databases may be created (they
-    are dropped at the end)."""
+@dataclass(frozen=True, slots=True)
+class _Crawled:
+    """What a run leaves to read back per arm: the URLs in the web's page order, when the
+    crawl began (POSIX seconds), and every site's origin and sitemap dates (the
+    ``SitemapSpec.lastmod`` mode; None without a sitemap) in site order."""
+
+    urls: list[str]
+    started: float
+    origins: list[str]
+    lastmods: list[str | None]
+
+
+async def _run_arms(
+    config: LiveConfig,
+    maintenance_url: str,
+    collect: Callable[[str, _Crawled], Awaitable[T]],
+) -> tuple[LiveWeb, list[TruePage], dict[str, T]]:
+    """Crawl the live web with every arm of ``config.compare``, each on a scratch database
+    (dropped at the end), and ``collect`` from each database what the caller reads back."""
     web = live_web(
         config.pages, config.hosts, horizon_seconds=config.seconds + 600.0, seed=config.seed,
         fastest_seconds=config.fastest_seconds, slowest_seconds=config.slowest_seconds,
+        sitemaps=HINT_SITEMAPS if config.compare == "hints" else (),
     )
-    names = {schedule: f"crawler_live_{schedule}_{uuid.uuid4().hex[:8]}" for schedule in SCHEDULES}
+    names = {arm: f"crawler_live_{arm.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
+             for arm in config.arms}
     admin = await asyncpg.connect(maintenance_url)
     with tempfile.TemporaryDirectory(prefix="crawler-live-") as scratch_dir:
         scratch = Path(scratch_dir)
@@ -283,14 +355,19 @@ async def run_live(config: LiveConfig, maintenance_url: str) -> LiveRun:
                 envs = {
                     s: daemon_environment(config, url, s, scratch) for s, url in urls_db.items()
                 }
-                batches = seed_batches(urls, config.seed)
+                # Pages seeded by URL; where the sites have sitemaps, through them, site by
+                # site (what a user does: the sitemaps are registered and their dates read).
+                by_sitemap = config.compare == "hints"
+                batches = seed_batches(demo.origins if by_sitemap else urls, config.seed)
 
                 async def seed(batch: int) -> None:
-                    seed_file = scratch / f"seeds-{batch}.txt"
-                    seed_file.write_text("\n".join(batches[batch]) + "\n")
-                    await asyncio.gather(
-                        *(_command(env, "seed", "--file", str(seed_file)) for env in envs.values())
-                    )
+                    if by_sitemap:
+                        args = [a for origin in batches[batch] for a in ("--sitemaps", origin)]
+                    else:
+                        seed_file = scratch / f"seeds-{batch}.txt"
+                        seed_file.write_text("\n".join(batches[batch]) + "\n")
+                        args = ["--file", str(seed_file)]
+                    await asyncio.gather(*(_command(env, "seed", *args) for env in envs.values()))
 
                 async def seed_the_rest(started: float) -> None:
                     # Spread over one uniform interval, as the simulator starts each page at a
@@ -304,16 +381,30 @@ async def run_live(config: LiveConfig, maintenance_url: str) -> LiveRun:
                 await seed(0)
                 started = await _crawl(envs, scratch, config.seconds, seed_the_rest)
                 pages = true_pages(web, demo, started, started + config.seconds)
-            fallback_rate = SECONDS_PER_DAY / config.uniform_interval
-            recorded = {
-                s: await _recorded(url, urls, started, fallback_rate)
-                for s, url in urls_db.items()
-            }
+                crawled = _Crawled(
+                    urls, started, list(demo.origins),
+                    [site.sitemap.lastmod if site.sitemap else None for site in web.sites],
+                )
+            collected = {s: await collect(url, crawled) for s, url in urls_db.items()}
         finally:
             for name in names.values():
                 with contextlib.suppress(asyncpg.PostgresError):
                     await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             await admin.close()
+    return web, pages, collected
+
+
+async def run_live(config: LiveConfig, maintenance_url: str) -> LiveRun:
+    """One harness run on a PostgreSQL server where scratch databases may be created (they
+    are dropped at the end)."""
+    fallback_rate = SECONDS_PER_DAY / config.uniform_interval
+
+    async def collect(
+        url: str, crawled: _Crawled
+    ) -> tuple[list[list[tuple[float, str]]], dict[str, float], int]:
+        return await _recorded(url, crawled.urls, crawled.started, fallback_rate)
+
+    _, pages, recorded = await _run_arms(config, maintenance_url, collect)
     evaluation = await asyncio.to_thread(
         evaluate, pages, {s: r[0] for s, r in recorded.items()}, config.shape()
     )
@@ -324,3 +415,56 @@ async def run_live(config: LiveConfig, maintenance_url: str) -> LiveRun:
         {s: sum(1 for page in r[0] if not page) for s, r in recorded.items()},
     )
 
+
+TEST_COUNTS = ("hits", "false_alarms", "misses", "quiet")
+
+
+async def _sitemaps_and_trust(
+    db_url: str, crawled: _Crawled, seconds: float
+) -> tuple[float, dict[tuple[str, str], tuple[int, ...]]]:
+    """Sitemap reads a second over the run, and per (the site's sitemap dates, the stored
+    classification of its ``lastmod`` source: "none" without a row) how many sites and the
+    sum of their tests (``TEST_COUNTS``)."""
+    conn = await asyncpg.connect(db_url)
+    try:
+        reads = await conn.fetchval("SELECT coalesce(sum(reads), 0) FROM sitemaps")
+        rows = await conn.fetch(
+            "SELECT h.origin, t.* FROM hint_trust t JOIN hosts h "
+            "ON h.id = t.host_id WHERE t.source = 'lastmod'"
+        )
+    finally:
+        await conn.close()
+    stored = {r["origin"]: r for r in rows}
+    trust: dict[tuple[str, str], tuple[int, ...]] = {}
+    for origin, lastmod in zip(crawled.origins, crawled.lastmods, strict=True):
+        row = stored.get(origin)
+        key = (lastmod or "no sitemap", row["classification"] if row else "none")
+        counts = (1, *(int(row[c]) if row else 0 for c in TEST_COUNTS))
+        before = trust.get(key, (0,) * len(counts))
+        trust[key] = tuple(a + b for a, b in zip(before, counts, strict=True))
+    return int(reads) / seconds, trust
+
+
+async def run_hints(config: LiveConfig, maintenance_url: str) -> HintsRun:
+    """The hint comparison (``compare="hints"``): the optimal daemon taking its sites'
+    sitemap dates as evidence and the same daemon ignoring them, side by side."""
+    if config.compare != "hints":
+        raise ValueError("run_hints runs the hint comparison")
+    fallback_rate = SECONDS_PER_DAY / config.uniform_interval
+
+    async def collect(
+        url: str, crawled: _Crawled
+    ) -> tuple[list[list[tuple[float, str]]], float, dict[tuple[str, str], tuple[int, ...]]]:
+        fetches, _, _ = await _recorded(url, crawled.urls, crawled.started, fallback_rate)
+        reads, trust = await _sitemaps_and_trust(url, crawled, config.seconds)
+        return fetches, reads, trust
+
+    _, pages, collected = await _run_arms(config, maintenance_url, collect)
+    evaluation = await asyncio.to_thread(
+        evaluate_hints, pages, {s: r[0] for s, r in collected.items()}, config.shape()
+    )
+    return HintsRun(
+        evaluation,
+        {s: r[1] for s, r in collected.items()},
+        {s: r[2] for s, r in collected.items()},
+    )

@@ -20,9 +20,13 @@ import random
 from dataclasses import dataclass
 
 from crawler.demo.processes import ChangeProcess, PeriodicProcess, PoissonProcess
-from crawler.demo.sites import PageSpec, SiteSpec
+from crawler.demo.sites import PageSpec, SitemapSpec, SiteSpec
 
 KINDS = ("poisson", "periodic", "outage")
+# The sitemaps of the hint comparison, site k's the (k mod 6)-th: truthful dates on a third
+# of the sites, lies on another third (half dates at random, half the moment of reading), no
+# dates on the rest.
+HINT_SITEMAPS = ("truthful", "random", "absent", "truthful", "now", "absent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,7 @@ class LivePage:
     path: str
     kind: str
     change_rate_per_second: float
+    lastmod: str | None = None  # what its site's sitemap dates it with; None: no sitemap
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +77,14 @@ def live_web(
     outage_fraction: float = 0.1,
     outage_up_seconds: float = 240.0,
     outage_down_seconds: tuple[float, float] = (20.0, 90.0),
+    sitemaps: tuple[str, ...] = (),
 ) -> LiveWeb:
     """``pages`` pages dealt round-robin onto ``hosts`` sites. Mean change intervals of
     Poisson and outage pages are log-uniform in [fastest, slowest]; periods of periodic pages
     are log-uniform in the middle of that range (a clock faster than a politeness-bound
-    crawler can follow teaches nothing). Outages are drawn up to ``horizon_seconds``."""
+    crawler can follow teaches nothing). Outages are drawn up to ``horizon_seconds``. With
+    ``sitemaps`` (``SitemapSpec.lastmod`` modes, e.g. ``HINT_SITEMAPS``), site k serves a
+    sitemap dated the (k mod len)-th way."""
     if pages < 1 or hosts < 1 or hosts > pages:
         raise ValueError("need 1 <= hosts <= pages")
     if not 0 < fastest_seconds < slowest_seconds:
@@ -117,8 +125,13 @@ def live_web(
                 # A disappearance and a return per cycle, besides the content's changes.
                 rate += 2.0 / mean_outage_cycle
         per_site[site].append(PageSpec(path, real=real, seed=f"live{index}", outages=outages))
-        described.append(LivePage(site, path, kind, rate))
-    sites = tuple(SiteSpec(f"live-{k}", tuple(specs)) for k, specs in enumerate(per_site))
+        lastmod = sitemaps[site % len(sitemaps)] if sitemaps else None
+        described.append(LivePage(site, path, kind, rate, lastmod))
+    sites = tuple(
+        SiteSpec(f"live-{k}", tuple(specs),
+                 sitemap=SitemapSpec(sitemaps[k % len(sitemaps)]) if sitemaps else None)
+        for k, specs in enumerate(per_site)
+    )
     return LiveWeb(sites, tuple(described))
 
 
@@ -126,6 +139,4 @@ def observable_change_times(site: SiteSpec, page: PageSpec, until_seconds: float
     """Sorted instants in (0, until] at which what a fetch of the page would see changed:
     its text rewritten while it is served, and its disappearances and returns (a text
     rewritten while the page was away shows at its return)."""
-    content = [t for t in site.real_change_times(page, until_seconds) if page.exists_at(t)]
-    presence = [t for t in page.presence_change_times() if 0.0 < t <= until_seconds]
-    return sorted(set(content) | set(presence))
+    return site.visible_change_times(page, until_seconds)

@@ -127,14 +127,49 @@ def expand_href(href: str, origin: str, other_origin: Callable[[int], str]) -> s
     return href
 
 
+LASTMOD_MODES = ("truthful", "random", "now", "absent")
+
+
+@dataclass(frozen=True)
+class SitemapSpec:
+    """A sitemap at ``path``, named by a ``Sitemap:`` line of robots.txt, listing every page
+    of the site (one in an outage too: a generator lists what the site publishes), with a
+    ``<lastmod>`` that is:
+
+    - ``truthful``: the page's last visible change (its text rewritten, its disappearance
+      or its return);
+    - ``random``: the last event of a Poisson process of the page's own mean change rate,
+      independent of its changes: dates as frequent as the changes, never telling when;
+    - ``now``: the moment of the read, on every read;
+    - ``absent``: no ``<lastmod>``.
+    """
+
+    lastmod: str = "truthful"
+    path: str = "/sitemap.xml"
+
+    def __post_init__(self) -> None:
+        if self.lastmod not in LASTMOD_MODES:
+            raise ValueError(f"lastmod must be one of {', '.join(LASTMOD_MODES)}")
+
+
+def mean_rate_per_second(process: ChangeProcess) -> float:
+    """A change process's long-run rate (0 for one that never changes on its own)."""
+    if isinstance(process, PoissonProcess):
+        return process.rate_per_second
+    if isinstance(process, PeriodicProcess):
+        return 1.0 / process.period_seconds
+    return 0.0
+
+
 @dataclass(frozen=True)
 class SiteSpec:
-    """A site: its pages (paths unique) and its robots.txt."""
+    """A site: its pages (paths unique), its robots.txt and, optionally, its sitemap."""
 
     name: str
     pages: tuple[PageSpec, ...]
     root_path: str = "/"
     robots_txt: str = ALLOW_ALL_ROBOTS
+    sitemap: SitemapSpec | None = None
 
     def __post_init__(self) -> None:
         paths = [page.path for page in self.pages]
@@ -256,6 +291,38 @@ class SiteSpec:
             etag=content_etag(seed, version, cosmetic_version),
             last_modified_seconds=last_modified,
         )
+
+    def visible_change_times(self, page: PageSpec, until_seconds: float) -> list[float]:
+        """Sorted instants in (0, until] at which what a fetch of the page would see changed:
+        its text rewritten while it is served, and its disappearances and returns (a text
+        rewritten while the page was away shows at its return)."""
+        content = [t for t in self.real_change_times(page, until_seconds) if page.exists_at(t)]
+        presence = [t for t in page.presence_change_times() if 0.0 < t <= until_seconds]
+        return sorted(set(content) | set(presence))
+
+    def sitemap_dates(self, t_seconds: float) -> list[tuple[str, float | None]]:
+        """What the sitemap lists at t: every page created and not deleted, with the
+        ``<lastmod>`` its ``SitemapSpec`` gives (site seconds; None when absent)."""
+        if self.sitemap is None:
+            return []
+        mode = self.sitemap.lastmod
+        listed: list[tuple[str, float | None]] = []
+        for page in self.pages:
+            if not page.created_at_seconds <= t_seconds < page.deleted_at_seconds:
+                continue
+            claimed: float | None = None
+            if mode == "truthful":
+                times = self.visible_change_times(page, t_seconds)
+                claimed = times[-1] if times else page.created_at_seconds
+            elif mode == "random":
+                rate = mean_rate_per_second(page.real)
+                lies = (PoissonProcess(rate).event_times(f"lastmod:{self.page_seed(page)}",
+                                                         t_seconds) if rate > 0 else [])
+                claimed = lies[-1] if lies else page.created_at_seconds
+            elif mode == "now":
+                claimed = t_seconds
+            listed.append((page.path, claimed))
+        return listed
 
     def _link_text(self, page: PageSpec, link: Link) -> str:
         if link.text is not None:

@@ -10,6 +10,7 @@ Time comes from the ``clock`` callable; site time (what the change processes see
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import errno
 import ipaddress
@@ -33,6 +34,12 @@ _SHUTDOWN_TIMEOUT_SECONDS = 2.0
 
 def http_date(timestamp: float) -> str:
     return email.utils.formatdate(timestamp, usegmt=True)
+
+
+def w3c_date(timestamp: float) -> str:
+    """A W3C datetime to the microsecond: a sitemap's date of a change a second apart from a
+    fetch must fall on the right side of it."""
+    return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).isoformat()
 
 
 def _parse_http_date(value: str) -> float | None:
@@ -244,7 +251,13 @@ class DemoWeb:
         site = self.sites[index]
         date = {"Date": http_date(now)}
         if request.path == "/robots.txt":
-            return web.Response(text=site.robots_txt, content_type="text/plain", headers=date)
+            robots = site.robots_txt
+            if site.sitemap is not None:
+                robots += f"\nSitemap: {self.origins[index]}{site.sitemap.path}\n"
+            return web.Response(text=robots, content_type="text/plain", headers=date)
+        if site.sitemap is not None and request.path == site.sitemap.path:
+            return web.Response(text=self._sitemap_xml(index, t), content_type="application/xml",
+                                headers=date)
         if request.path == "/__truth__":
             body = json.dumps(self.site_truth(index, now))
             return web.Response(text=body, content_type="application/json", headers=date)
@@ -274,6 +287,18 @@ class DemoWeb:
         return web.Response(
             text=state.html, content_type="text/html", charset="utf-8", headers=headers
         )
+
+    def _sitemap_xml(self, index: int, t: float) -> str:
+        """Site ``index``'s sitemap at site time t, dates on the server clock."""
+        origin = self.origins[index]
+        entries = []
+        for path, claimed in self.sites[index].sitemap_dates(t):
+            lastmod = ("" if claimed is None
+                       else f"<lastmod>{w3c_date(self.start_time + claimed)}</lastmod>")
+            entries.append(f"<url><loc>{origin}{path}</loc>{lastmod}</url>")
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+                '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+                + "\n".join(entries) + "\n</urlset>\n")
 
     @staticmethod
     def _not_modified(request: web.Request, etag: str, last_modified: float) -> bool:

@@ -31,6 +31,7 @@ class TruePage:
     kind: str  # "poisson", "periodic", "outage"
     change_rate_per_second: float  # mean rate of visible changes
     change_times: tuple[float, ...]  # seconds since the crawl began, sorted
+    lastmod: str | None = None  # how its site's sitemap dates it (crawler.demo.sites.SitemapSpec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,29 @@ def _fetch_rate(fetches: Sequence[tuple[float, str]], start: float, end: float) 
     return sum(1 for at, _ in fetches if start <= at < end)
 
 
+class _Measured:
+    """A daemon's per-page figures after the warm-up: true freshness and age from the
+    observing fetches, and every attempt for the fetch rate."""
+
+    def __init__(self, pages: Sequence[TruePage],
+                 fetches: Sequence[Sequence[tuple[float, str]]], shape: RunShape) -> None:
+        start, end = shape.warmup_seconds, shape.seconds
+        self.shape = shape
+        self.measured: list[Measured] = []
+        self.counts: list[int] = []
+        for page, page_fetches in zip(pages, fetches, strict=True):
+            seen = [at for at, outcome in page_fetches if outcome in OBSERVING_OUTCOMES]
+            self.measured.append(page_metrics(page.change_times, seen, start, end, origin=0.0))
+            self.counts.append(_fetch_rate(page_fetches, start, end))
+
+    def figures(self, indexes: Sequence[int]) -> Figures:
+        if not indexes:
+            return NONE
+        metrics = collection_metrics([self.measured[i] for i in indexes])
+        rate = sum(self.counts[i] for i in indexes) / self.shape.window_seconds
+        return Figures(rate, metrics.freshness, metrics.age)
+
+
 def live_row(
     label: str,
     pages: Sequence[TruePage],
@@ -109,21 +133,9 @@ def live_row(
 ) -> Row:
     """A daemon's figures from its recorded fetches ((seconds, outcome) per page, sorted):
     every attempt counts towards the fetch rate, the observing ones towards freshness."""
-    start, end = shape.warmup_seconds, shape.seconds
-    measured: list[Measured] = []
-    counts: list[int] = []
-    for page, page_fetches in zip(pages, fetches, strict=True):
-        seen = [at for at, outcome in page_fetches if outcome in OBSERVING_OUTCOMES]
-        measured.append(page_metrics(page.change_times, seen, start, end, origin=0.0))
-        counts.append(_fetch_rate(page_fetches, start, end))
+    measured = _Measured(pages, fetches, shape)
     poisson = [i for i, page in enumerate(pages) if page.kind == "poisson"]
-
-    def figures(indexes: Sequence[int]) -> Figures:
-        metrics = collection_metrics([measured[i] for i in indexes])
-        rate = sum(counts[i] for i in indexes) / shape.window_seconds
-        return Figures(rate, metrics.freshness, metrics.age)
-
-    return Row(label, figures(range(len(pages))), figures(poisson))
+    return Row(label, measured.figures(range(len(pages))), measured.figures(poisson))
 
 
 def population(pages: Sequence[TruePage], shape: RunShape) -> Population:
@@ -270,3 +282,84 @@ def format_table(evaluation: LiveEvaluation) -> str:
         f"own fetch rate): {100.0 * evaluation.gain_share:.0f}%"
     )
     return "\n".join(lines)
+
+
+# The hint comparison's groups of pages, by what their site's sitemap says of their changes.
+HINT_GROUPS: tuple[tuple[str, frozenset[str] | None], ...] = (
+    ("all", None),
+    ("truthful dates", frozenset({"truthful"})),
+    ("false dates", frozenset({"random", "now"})),
+    ("no dates", frozenset({"absent"})),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HintEvaluation:
+    """Daemons differing only in whether they take sitemap dates as evidence: each one's
+    figures per group of pages (``HINT_GROUPS``: name, pages), in the order of ``arms``."""
+
+    groups: tuple[tuple[str, int], ...]
+    arms: tuple[tuple[str, tuple[Figures, ...]], ...]
+
+    def freshness(self, arm: str, group: str = "all") -> float:
+        index = [name for name, _ in self.groups].index(group)
+        value = dict(self.arms)[arm][index].freshness
+        assert value is not None
+        return value
+
+    def fetches_per_second(self, arm: str) -> float:
+        value = dict(self.arms)[arm][0].fetches_per_second
+        assert value is not None
+        return value
+
+
+def evaluate_hints(
+    pages: Sequence[TruePage],
+    fetches: Mapping[str, Sequence[Sequence[tuple[float, str]]]],
+    shape: RunShape,
+) -> HintEvaluation:
+    """Every arm's true figures over all pages and per group of sitemap dates."""
+    members = [
+        [i for i, page in enumerate(pages) if modes is None or page.lastmod in modes]
+        for _, modes in HINT_GROUPS
+    ]
+    arms = []
+    for arm, arm_fetches in fetches.items():
+        measured = _Measured(pages, arm_fetches, shape)
+        arms.append((arm, tuple(measured.figures(m) for m in members)))
+    return HintEvaluation(
+        tuple((name, len(m)) for (name, _), m in zip(HINT_GROUPS, members, strict=True)),
+        tuple(arms),
+    )
+
+
+def format_hint_table(evaluation: HintEvaluation) -> str:
+    """Fetch rate, freshness and mean age of every arm per group, then every other arm's
+    fetch rate and freshness minus the last one's."""
+    width = 2 + max(len(f"{arm} - {evaluation.arms[-1][0]}") for arm, _ in evaluation.arms)
+    head = f"{'':{width}}" + "".join(
+        f"{f'{name} ({count})':^26}" for name, count in evaluation.groups)
+    columns = f"{'arm':{width}}" + f"{'fetch/s':>9}{'fresh':>8}{'age s':>9}" * len(
+        evaluation.groups)
+    lines = [head, columns]
+    for arm, figures in evaluation.arms:
+        cells = "".join(
+            _cell(f.fetches_per_second, 9, 2) + _cell(f.freshness, 8, 3)
+            + _cell(f.age_seconds, 9, 1)
+            for f in figures
+        )
+        lines.append(f"{arm:{width}}{cells}")
+    last, b = evaluation.arms[-1]
+    for arm, a in evaluation.arms[:-1]:
+        cells = ""
+        for x, y in zip(a, b, strict=True):
+            cells += _difference(x.fetches_per_second, y.fetches_per_second, 9, 2)
+            cells += _difference(x.freshness, y.freshness, 8, 3) + f"{'':9}"
+        lines.append(f"{arm + ' - ' + last:{width}}{cells}")
+    return "\n".join(lines)
+
+
+def _difference(x: float | None, y: float | None, width: int, digits: int) -> str:
+    if x is None or y is None:
+        return f"{'-':>{width}}"
+    return f"{x - y:>+{width}.{digits}f}"

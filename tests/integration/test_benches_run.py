@@ -34,6 +34,9 @@ SMALL_RUNS = {
     "bench_sitemaps.py": (["--urls", "3000", "--per-file", "1000"],
                           ["crawler seed --sitemaps: 3,000 URLs", "crawler seed --file: 3,000 URLs",
                            "the rate of seed --file"]),
+    "bench_live.py": (["--hints", "--seconds", "30", "--pages", "36", "--hosts", "6"],
+                      ["truthful dates (12)", "hints-on", "hints-off", "sitemap reads/s:",
+                       "freshness hints-on - hints-off:"]),
 }
 
 

@@ -13,6 +13,7 @@ The SQL twins of crawler.core.observed are checked against it.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import math
 import time
 
@@ -137,6 +138,78 @@ def test_trust_is_learned_per_site_and_source_and_schedules_announced_changes(
     asyncio.run(scenario(db_url))
 
 
+async def overwritten(db_url: str) -> None:
+    async with Crawl(db_url) as crawl:
+        await learn(crawl)
+        before = await crawl.trust("truthful")
+        assert before is not None and before["classification"] == "complete", dict(before)
+        # Page 1 changes and is fetched before the sitemap is read; it changes again, and the
+        # read then dates only the second change: the interval of the first has no date in
+        # it, and one after it. That is an overwritten date, not a miss.
+        crawl.site.change(("truthful",), [1])
+        await crawl.fetch_all(("truthful",))
+        crawl.site.change(("truthful",), [1])
+        await crawl.read_sitemaps()
+        await crawl.fetch_all(("truthful",))
+        after = await crawl.trust("truthful")
+        assert after is not None, dict(before)
+        assert after["misses"] == before["misses"] == 0, dict(after)
+        assert after["classification"] == "complete", dict(after)
+        # Silence with no later date is still a miss: the truthful host stops dating.
+        crawl.site.silent = True
+        crawl.site.change(("truthful",), [2])
+        await crawl.fetch_all(("truthful",))
+        await crawl.read_sitemaps()
+        await crawl.fetch_all(("truthful",))
+        silent = await crawl.trust("truthful")
+        assert silent is not None and silent["misses"] == 1, dict(silent)
+
+
+def test_a_last_change_date_overwritten_before_it_was_read_is_no_miss(db_url: str) -> None:
+    asyncio.run(overwritten(db_url))
+
+
+async def walked(db_url: str) -> None:
+    from crawler.db.queries import fetch
+
+    async with Crawl(db_url) as crawl:
+        await learn(crawl)
+        await crawl.fetch_all()
+        # The planner's walk gives every page a blind fetch in an hour: a complete page keeps
+        # waiting for its announcements, the others take it.
+        soon = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+        for name, waits in (("truthful", True), ("random", False)):
+            rows = list((await crawl.rows(name)).values())
+            await fetch(
+                crawl.pool, "reschedule_urls", [r["id"] for r in rows], [soon] * len(rows),
+                [24.0] * len(rows), [r["last_fetched_at"] for r in rows], [1.0] * len(rows),
+                [r["host_id"] for r in rows])
+            for before in rows:
+                after = (await crawl.rows(name))[before["url"]]
+                expected = before["next_fetch_at"] if waits else soon
+                assert abs(after["next_fetch_at"] - expected) < dt.timedelta(seconds=1), name
+
+
+def test_the_planners_walk_never_brings_a_complete_page_forward(db_url: str) -> None:
+    asyncio.run(walked(db_url))
+
+
+async def ignored(db_url: str) -> None:
+    crawl = Crawl(db_url)
+    crawl.settings = crawl.settings.model_copy(update={"hints": False})
+    async with crawl:
+        await learn(crawl)
+        # The sitemaps were read and their URLs crawled, their dates left out.
+        assert await crawl.pool.fetchval("SELECT count(*) FROM urls") == 4 * PAGES
+        assert await crawl.pool.fetchval("SELECT count(*) FROM url_hints") == 0
+        assert await crawl.pool.fetchval("SELECT count(*) FROM url_hint_state") == 0
+        assert await crawl.trust("truthful") is None
+
+
+def test_hints_off_reads_sitemaps_for_their_urls_only(db_url: str) -> None:
+    asyncio.run(ignored(db_url))
+
+
 async def twins(db_url: str) -> None:
     conn = await asyncpg.connect(db_url)
     try:
@@ -187,24 +260,24 @@ def test_the_sql_twins_of_the_observed_schedule_agree_with_it(db_url: str) -> No
 
 
 async def planned(db_url: str) -> None:
-    from crawler.config import default_settings, schedule_policy
     from crawler.core.hint_evidence import solve_sample_observed
     from crawler.core.planning import fit_priors, sample_rates
-    from crawler.daemon.config import planner_inputs
+    from crawler.core.schedule import SchedulePolicy
     from crawler.daemon.planner import solve_once
     from crawler.db.planning import read_sample
+    from crawler.settings import default_settings
 
     async with Crawl(db_url) as crawl:
         await learn(crawl)
         await crawl.fetch_all()
-        policy = schedule_policy(default_settings(), objective="harmonic",
-                                 default_interval_seconds=HOUR)
         budget = 4 * PAGES * 6.0  # six fetches a day per page
-        inputs = planner_inputs(default_settings(), budget_per_day=budget, concurrency=4,
-                                politeness_delay=0.0, sample_urls=1_000)
+        policy = SchedulePolicy(default_settings(
+            objective="harmonic", default_interval=HOUR, budget_per_day=budget, concurrency=4,
+            politeness_delay=0.0, planner_sample_urls=1_000,
+        ))
         import numpy as np
 
-        adopted, outcome = await solve_once(crawl.pool, policy, inputs, window_seconds=60.0,
+        adopted, outcome = await solve_once(crawl.pool, policy, window_seconds=60.0,
                                             round_seconds=60.0, rng=np.random.default_rng(3))
         assert outcome is not None
         plan = await crawl.pool.fetchrow("SELECT * FROM plans ORDER BY version DESC LIMIT 1")

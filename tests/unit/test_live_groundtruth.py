@@ -11,11 +11,18 @@ import numpy as np
 import pytest
 
 from crawler.core import freshness as analytic
-from crawler.demo.live import live_web, observable_change_times
+from crawler.demo.live import HINT_SITEMAPS, live_web, observable_change_times
 from crawler.demo.processes import PoissonProcess, ScheduledProcess
 from crawler.demo.sites import Link, PageSpec, SiteSpec
 from crawler.sim.groundtruth import collection_metrics, page_metrics
-from crawler.sim.live import RunShape, TruePage, analytic_figures, live_row
+from crawler.sim.live import (
+    RunShape,
+    TruePage,
+    analytic_figures,
+    evaluate_hints,
+    format_hint_table,
+    live_row,
+)
 from crawler.sim.populations import from_pages
 from crawler.sim.simulator import simulate
 
@@ -155,3 +162,48 @@ def test_oracle_beats_uniform_at_the_same_rate_within_bounds() -> None:
         float(np.mean(analytic.freshness(np.array(rates) * 86400.0, 86400.0 / 60.0)))
     )
     assert math.isfinite(oracle.age_seconds or math.nan)
+
+
+def test_hint_sitemaps_date_a_third_truthfully_a_third_falsely() -> None:
+    web = live_web(60, 6, horizon_seconds=1000.0, seed=3, fastest_seconds=5.0,
+                   slowest_seconds=50.0, sitemaps=HINT_SITEMAPS)
+    assert Counter(p.lastmod for p in web.pages) == {"truthful": 20, "absent": 20,
+                                                     "random": 10, "now": 10}
+    at = 400.0
+    for page in web.pages:
+        site = web.sites[page.site]
+        spec = site.page(page.path)
+        assert spec is not None and site.sitemap is not None
+        claimed = dict(site.sitemap_dates(at))[page.path]
+        changes = observable_change_times(site, spec, at)
+        if page.lastmod == "truthful":
+            assert claimed == (changes[-1] if changes else 0.0)
+        elif page.lastmod == "now":
+            assert claimed == at
+        elif page.lastmod == "absent":
+            assert claimed is None
+        else:  # dates as frequent as the changes, at other moments
+            assert claimed is not None and claimed not in changes
+    # A sitemap's truthful date moves with the page's changes only.
+    site = next(s for s in web.sites if s.sitemap and s.sitemap.lastmod == "truthful")
+    spec = site.pages[0]
+    changes = observable_change_times(site, spec, at)
+    assert dict(site.sitemap_dates(changes[-1] - 1e-6))[spec.path] == (
+        changes[-2] if len(changes) > 1 else 0.0)
+
+
+def test_hint_evaluation_groups_pages_by_their_dates() -> None:
+    pages = [TruePage("poisson", 0.1, (50.0,), lastmod)
+             for lastmod in ("truthful", "random", "now", "absent")]
+    fetched = [[(30.0, "ok"), (60.0, "ok")]] * 4
+    late = [[(30.0, "ok"), (90.0, "ok")]] * 4
+    evaluation = evaluate_hints(pages, {"hints-on": fetched, "hints-off": late}, SHAPE)
+    assert [name for name, _ in evaluation.groups] == [
+        "all", "truthful dates", "false dates", "no dates"]
+    assert [count for _, count in evaluation.groups] == [4, 1, 2, 1]
+    # No copy before 30 s, then stale on [50, 60) against [50, 90), in the window [20, 100).
+    assert evaluation.freshness("hints-on") == pytest.approx(60.0 / 80.0)
+    assert evaluation.freshness("hints-off", "false dates") == pytest.approx(30.0 / 80.0)
+    assert evaluation.fetches_per_second("hints-on") == pytest.approx(8 / 80.0)
+    table = format_hint_table(evaluation)
+    assert "hints-on - hints-off" in table and "+0.375" in table
