@@ -86,7 +86,19 @@ class NoHints(Optimal):
         return ()
 
 
-class TrustAll(Optimal):
+class _KeepsDueTimes(Optimal):
+    """``Optimal`` that keeps each page's due time: a hint fetches a page only when it is not
+    already due."""
+
+    due: list[float]
+
+    def initial_fetch_times(self) -> FloatArray:
+        times = super().initial_fetch_times()
+        self.due = times.tolist()
+        return times
+
+
+class TrustAll(_KeepsDueTimes):
     """``Optimal``, and every announcement of a change after a page's last fetch fetches it."""
 
     def __init__(
@@ -97,11 +109,6 @@ class TrustAll(Optimal):
         self.due: list[float] = []
         self.hint_fetched = np.zeros(population.pages, dtype=bool)
         super().__init__(population, budget_per_day, rng)
-
-    def initial_fetch_times(self) -> FloatArray:
-        times = super().initial_fetch_times()
-        self.due = times.tolist()
-        return times
 
     def after_fetch(
         self, page: int, now_days: float, changed: bool, last_change: float | None
@@ -203,7 +210,7 @@ class NutchSitemaps:
         return ()
 
 
-class HintedOptimal(Optimal):
+class HintedOptimal(_KeepsDueTimes):
     """``optimal`` with hints: trust learned per (site, source), complete pages planned beside
     the incomplete ones under one μ, noisy hints as evidence (module docstring)."""
 
@@ -249,11 +256,6 @@ class HintedOptimal(Optimal):
         super().__init__(population, budget_per_day, rng)
 
     # What the simulator calls.
-
-    def initial_fetch_times(self) -> FloatArray:
-        times = super().initial_fetch_times()
-        self.due = times.tolist()
-        return times
 
     def after_fetch(
         self, page: int, now_days: float, changed: bool, last_change: float | None
