@@ -141,6 +141,7 @@ async def test_fetches(
         [v.false_alarm for _, v in verdicts],
         [v.reason for _, v in verdicts],
         sorted({r["host_id"] for r in rows}),
+        [max_interval_seconds, AUDIT_CHANGES, prior.shape, prior.rate],
     )
     return [(r["host_id"], r["source"], r["was"], r["now"]) for r in changed]
 

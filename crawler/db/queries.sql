@@ -2269,11 +2269,16 @@ FROM counted;
 -- Issue 38: the assessment of (host, source) rows test_hints just counted, made by
 -- crawler.core.hint_trust.assess in Python ($1 hosts, $2 sources, $3 classifications of the
 -- tests, $4 precision, $5 recall, $6 false-alarm posterior means, $7 reasons; $8 the distinct
--- hosts). When a source's classification changes, its pages move at once: a page of a source
--- no longer complete falls back to the next fetch its own schedule planned (now if that is
--- past); a page of a source now complete that announced a change since its last fetch is due
--- now. Run in the fetches' transaction: the hosts are the batch's, locked by record_fetches.
--- Returns the (host, source) whose classification changed.
+-- hosts; $9 as test_hints' $8: the longest interval in seconds, the announcement intervals a
+-- complete page waits, the prior's shape and rate in days). When a source's classification
+-- changes, its pages move at once: a page of a source no longer complete falls back to the next
+-- fetch its own schedule planned (now if that is past); a page of a source now complete that
+-- announced a change since its last fetch is due now, and any other waits for its announcements
+-- as test_hints makes it wait after a fetch ($9[2] of its announcement intervals after its last
+-- fetch, within its longest interval, never sooner than planned): the planner charges a complete
+-- page only the fetches its announcements bring, so the blind fetch its incomplete schedule
+-- planned would come on top of the budget. Run in the fetches' transaction: the hosts are the
+-- batch's, locked by record_fetches. Returns the (host, source) whose classification changed.
 WITH given AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[], $5::float8[],
                          $6::float8[], $7::text[])
@@ -2301,26 +2306,45 @@ changed AS MATERIALIZED (
     WHERE a.classification IS DISTINCT FROM b.classification
       AND (a.classification = 'complete' OR b.classification = 'complete')
 ),
-target AS (
-    SELECT u.host_id, u.id, min(CASE
-        WHEN c.was = 'complete' THEN greatest(s.planned_at, now())
-        WHEN EXISTS (
-            SELECT 1 FROM url_hints AS n
-            WHERE n.host_id = u.host_id AND n.url_id = u.id AND n.kind = c.source
-              AND n.claimed_at > u.last_fetched_at) THEN now()
-        END) AS due
+candidate AS (
+    SELECT DISTINCT u.host_id, u.id, u.next_fetch_at, u.last_fetched_at,
+           u.own_max_interval_seconds, c.was, c.source, s.planned_at, s.hints_since
     FROM changed AS c
     JOIN url_hints AS h ON h.host_id = c.host_id AND h.kind = c.source
     JOIN urls AS u ON u.id = h.url_id AND u.host_id = h.host_id
     JOIN url_hint_state AS s ON s.host_id = u.host_id AND s.url_id = u.id
     WHERE h.host_id = ANY($8::bigint[])
-    GROUP BY u.host_id, u.id
+),
+target AS (
+    SELECT d.host_id, d.id, min(d.due) AS due, bool_and(d.put_off) AS put_off
+    FROM candidate AS k
+    CROSS JOIN LATERAL (
+        SELECT k.host_id, k.id, CASE
+            WHEN k.was = 'complete' THEN greatest(k.planned_at, now())
+            WHEN EXISTS (
+                SELECT 1 FROM url_hints AS n
+                WHERE n.host_id = k.host_id AND n.url_id = k.id AND n.kind = k.source
+                  AND n.claimed_at > k.last_fetched_at) THEN now()
+            WHEN k.last_fetched_at IS NOT NULL AND isfinite(k.next_fetch_at) THEN greatest(
+                k.next_fetch_at, k.last_fetched_at + make_interval(secs => least(
+                    86400.0 * ($9::float8[])[2] * (($9::float8[])[4] + greatest(
+                        extract(epoch FROM now() - k.hints_since)::float8, 0.0) / 86400.0)
+                    / (($9::float8[])[3] + (
+                        SELECT count(DISTINCT n.claimed_at) FROM url_hints AS n
+                        WHERE n.host_id = k.host_id AND n.url_id = k.id
+                          AND n.kind = k.source AND n.claimed_at > k.hints_since)),
+                    coalesce(k.own_max_interval_seconds, ($9::float8[])[1]))))
+            END AS due,
+            k.was <> 'complete' AS put_off
+    ) AS d
+    WHERE d.due IS NOT NULL
+    GROUP BY d.host_id, d.id
 ),
 moved AS (
     UPDATE urls AS u SET next_fetch_at = t.due
     FROM target AS t
     WHERE u.id = t.id AND u.host_id = t.host_id AND u.host_id = ANY($8::bigint[])
-      AND t.due < u.next_fetch_at
+      AND (t.due < u.next_fetch_at OR (t.put_off AND t.due > u.next_fetch_at))
     RETURNING u.host_id, u.next_fetch_at
 ),
 host_due AS (

@@ -76,6 +76,10 @@ async def scenario(db_url: str) -> None:
         # Random dates: its announcements never match the changes.
         assert rand["classification"] == "ignored", dict(rand)
         assert rand["hits"] == 0 and rand["misses"] > 0, dict(rand)
+        # Pages last fetched before their source was trusted wait for its announcements all
+        # the same: the blind fetch their incomplete schedule planned is put off.
+        for url, row in (await crawl.rows("truthful")).items():
+            assert row["next_fetch_at"].timestamp() > time.time() + 29 * 86400.0, url
         # No hints, no trust row, no hint state.
         assert await crawl.trust("plain") is None
         assert all(r["hints_since"] is None for r in (await crawl.rows("plain")).values())
