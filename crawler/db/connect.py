@@ -130,7 +130,8 @@ async def connect(url: str, **kwargs: Any) -> asyncpg.Connection:
     # A caller may pass its own class (a test's connection that switches servers), but it
     # must hold a statement set as EngineConnection does.
     kwargs.setdefault("connection_class", EngineConnection)
-    assert issubclass(kwargs["connection_class"], EngineConnection)
+    if not issubclass(kwargs["connection_class"], EngineConnection):
+        raise TypeError("connection_class must derive from EngineConnection")
     conn: asyncpg.Connection = await asyncpg.connect(plain, **options, **kwargs)
     try:
         await _choose_statements(conn, plain)
