@@ -312,8 +312,10 @@ async def test_a_damaged_earlier_version_and_verify(db_url: str, tmp_path: Path)
             flip_byte(file_of(warc_dir, row["warc_file"]),
                       row["warc_offset"] + row["warc_length"] // 2)
             daemon = await RunningDaemon.start(env)
+            # The damage shows once the page is fetched again and diffed against the damaged
+            # record: on a loaded machine that fetch can wait for leases and the plan.
             await poll(lambda: _ready_says(daemon, 200, "damaged"),
-                       "/readyz naming the damage", 30)
+                       "/readyz naming the damage", 90)
             newer = await pool.fetchval(
                 "SELECT count(*) FROM stored_records WHERE url_id = $1 AND fetched_at > $2",
                 row["url_id"], row["fetched_at"])
