@@ -9,6 +9,7 @@ import asyncio
 import datetime as dt
 import json
 import math
+import operator
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -634,8 +635,7 @@ def _row(**columns: object) -> str:
     return json.dumps({k: _json_value(v) for k, v in columns.items()}, separators=(",", ":"))
 
 
-# The fields of ``fetch_record`` (migration 0011_fetch_record; times in microseconds since
-# 0020_fetch_record_micros), in order: one item of ``record_fetches``.
+# The fields of the ``fetch_record`` type, in its order: one item of ``record_fetches``.
 RECORD_COLUMNS = (
     "host_id", "lease_owner", "lease_epoch",
     "url_id", "fetched_at_us", "outcome", "status", "bytes", "duration_seconds", "simhash",
@@ -650,7 +650,7 @@ RECORD_COLUMNS = (
     "next_request_at_us", "host_failures", "backoff_until_us", "release", "out_links_read",
     "last_text_hash",
 )
-# crawler_micros_time's ±infinity (migration 0020_fetch_record_micros).
+# crawler_micros_time's ±infinity.
 _MICROS_INFINITY = 2**63 - 1
 _MICROS_NEGATIVE_INFINITY = -(2**63)
 
@@ -675,35 +675,75 @@ def _floats(values: Sequence[float]) -> list[float] | None:
 
 
 RecordRow = tuple[object, ...]
+# asyncpg encodes a composite by position: the row is built by name, then read out in the
+# type's order (tests/integration/test_recorder.py checks RECORD_COLUMNS against the type).
+_in_record_order = operator.itemgetter(*RECORD_COLUMNS)
 
 
-def record_row(t: Transition, lease: Lease, *, release: bool = False) -> RecordRow:
-    """One ``fetch_record`` of ``record_fetches``: everything a transition writes, in
-    RECORD_COLUMNS order, encoded by asyncpg in binary (no JSON to build or parse).
-    ``release``: the host's last fetch of this lease, which gives the host back."""
+def record_fields(t: Transition, lease: Lease, *, release: bool = False) -> dict[str, object]:
+    """Everything a transition writes, by ``fetch_record`` field name. ``release``: the
+    host's last fetch of this lease, which gives the host back."""
     obs, after, schedule, host = t.observation, t.record, t.schedule, t.host
     periodic = after.periodic
     history = after.history
     lm = after.last_modified_history
-    return (
-        lease.host_id, lease.owner, lease.epoch,
-        after.url_id, to_micros(obs.fetched_at), obs.outcome.value, obs.status,
-        obs.size_bytes, obs.duration_seconds, to_signed64(obs.simhash), obs.content_hash,
-        obs.simhash_distance, obs.changed, obs.content_changed, to_micros(obs.last_modified),
-        obs.error_kind, obs.truncated,
-        after.state.value, to_micros(schedule.next_fetch_at),
-        to_micros(after.last_fetched_at), after.last_status, to_signed64(after.last_simhash),
-        after.last_content_hash, after.fingerprint_region, after.etag,
-        to_micros(after.last_modified), after.fetch_count, after.change_count,
-        after.consecutive_failures, _floats(history.changed_intervals_days),
-        history.unchanged_days, history.fetches, schedule.change_rate_per_day,
-        schedule.fetch_rate_per_day, t.redirect_to, _floats(after.change_brackets_days),
-        periodic.period_days if periodic else None, periodic.phase_days if periodic else None,
-        periodic.jitter_days if periodic else None, lm.fetches, lm.changes, lm.observed_days,
-        _floats(after.last_modified_evidence_days),
-        to_micros(host.next_request_at), host.consecutive_failures,
-        to_micros(host.backoff_until), release, after.out_links_read, after.last_text_hash,
-    )
+    return {
+        "host_id": lease.host_id,
+        "lease_owner": lease.owner,
+        "lease_epoch": lease.epoch,
+        "url_id": after.url_id,
+        "fetched_at_us": to_micros(obs.fetched_at),
+        "outcome": obs.outcome.value,
+        "status": obs.status,
+        "bytes": obs.size_bytes,
+        "duration_seconds": obs.duration_seconds,
+        "simhash": to_signed64(obs.simhash),
+        "content_hash": obs.content_hash,
+        "simhash_distance": obs.simhash_distance,
+        "changed": obs.changed,
+        "content_changed": obs.content_changed,
+        "obs_last_modified_us": to_micros(obs.last_modified),
+        "error_kind": obs.error_kind,
+        "truncated": obs.truncated,
+        "state": after.state.value,
+        "next_fetch_at_us": to_micros(schedule.next_fetch_at),
+        "last_fetched_at_us": to_micros(after.last_fetched_at),
+        "last_status": after.last_status,
+        "last_simhash": to_signed64(after.last_simhash),
+        "last_content_hash": after.last_content_hash,
+        "fingerprint_region": after.fingerprint_region,
+        "etag": after.etag,
+        "last_modified_us": to_micros(after.last_modified),
+        "fetch_count": after.fetch_count,
+        "change_count": after.change_count,
+        "consecutive_failures": after.consecutive_failures,
+        "changed_intervals_days": _floats(history.changed_intervals_days),
+        "unchanged_days": history.unchanged_days,
+        "intervals_observed": history.fetches,
+        "change_rate_per_day": schedule.change_rate_per_day,
+        "fetch_rate_per_day": schedule.fetch_rate_per_day,
+        "redirect_to": t.redirect_to,
+        "change_brackets_days": _floats(after.change_brackets_days),
+        "update_period_days": periodic.period_days if periodic else None,
+        "update_phase_days": periodic.phase_days if periodic else None,
+        "update_jitter_days": periodic.jitter_days if periodic else None,
+        "lm_fetches": lm.fetches,
+        "lm_changes": lm.changes,
+        "lm_observed_days": lm.observed_days,
+        "lm_evidence_days": _floats(after.last_modified_evidence_days),
+        "next_request_at_us": to_micros(host.next_request_at),
+        "host_failures": host.consecutive_failures,
+        "backoff_until_us": to_micros(host.backoff_until),
+        "release": release,
+        "out_links_read": after.out_links_read,
+        "last_text_hash": after.last_text_hash,
+    }
+
+
+def record_row(t: Transition, lease: Lease, *, release: bool = False) -> RecordRow:
+    """One item of ``record_fetches``: ``record_fields`` in the type's order."""
+    row: RecordRow = _in_record_order(record_fields(t, lease, release=release))
+    return row
 
 
 async def record_fetches(

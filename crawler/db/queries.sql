@@ -182,7 +182,7 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.own_min_interval_seconds, lu.own_max_interval_seconds, lu.fetch_windows,
        s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css,
        s.watch_exact AS site_watch_exact,
-       -- Whether the URL has change hints (issue 38: its fetch then tests them,
+       -- Whether the URL has change hints (its fetch then tests them,
        -- crawler.db.hints): one probe of url_hint_state's key per URL, so that recording a
        -- batch of fetches of URLs without hints costs nothing more.
        EXISTS (SELECT 1 FROM url_hint_state AS hs
@@ -539,7 +539,7 @@ WHERE u.host_id = ANY($2::bigint[]);
 -- last_fetched_at then), is left to its fetcher, and so is one a fetcher holds locked (SKIP
 -- LOCKED: the planner never waits for the fetch loop, so it is never in a lock cycle with it).
 -- A URL already due is left too: its fetch, about to happen, schedules it under the new plan,
--- and a `crawler recheck` stands. A URL a complete source observes (issue 38) waits for its
+-- and a `crawler recheck` stands. A URL a complete source observes waits for its
 -- announcements: the new schedule only ever puts it off (as its fetch scheduled it, the later
 -- of its own schedule and its wait), else the walk would add blind fetches to the ones its
 -- announcements bring, beyond the plan's budget.
@@ -1527,7 +1527,7 @@ WHERE u.id = t.id AND u.host_id = t.host_id AND u.host_id = ANY($3::bigint[])
 RETURNING u.id;
 
 -- name: sitemap_host
--- The host of a sitemap (issue 37), made known if it is not: a host row with no URLs is never
+-- The host of a sitemap, made known if it is not: a host row with no URLs is never
 -- ready (hosts.ready_at NULL), so only its lease and politeness clock are used, by the seeder.
 -- Returns the origin the key holds, for the caller to refuse a colliding one.
 WITH made AS (
@@ -1601,8 +1601,8 @@ SET robots_origin = COALESCE(excluded.robots_origin, sitemaps.robots_origin),
 -- Every date read counts for its (host, source) in hint_trust
 -- (dates; stamped_now when within $8[1] seconds of the read), and a claim not recorded before
 -- announces a change: a page whose source is trusted as complete, changed after its last
--- fetch, becomes due (with the probability crawler_complete_probability gives when the plan
--- solved mu over complete pages, else 1; otherwise it waits $8[2] announcement intervals, within
+-- fetch, becomes due (with the probability crawler_announced_fetch_probability gives;
+-- otherwise it waits $8[2] announcement intervals, within
 -- the plan's longest interval); a noisy source's first announcement since the last fetch
 -- brings an untimed page's fetch forward (crawler_hinted_fetch_time); an ignored source moves
 -- nothing. A source whose dates turn out stamped "now" loses its trust here, and its complete
@@ -1670,8 +1670,8 @@ announced AS MATERIALIZED (
     SELECT f.host_id, f.url_id, f.kind, u.next_fetch_at, u.last_fetched_at,
            t.classification, t.recall_mean, t.false_alarm_mean, u.change_rate_per_day,
            u.update_period_days, u.importance,
-           coalesce(u.own_max_interval_seconds,
-                    (SELECT max_interval_seconds FROM plan)) AS longest_seconds,
+           coalesce(u.own_max_interval_seconds, p.max_interval_seconds) AS longest_seconds,
+           p.complete_sampled, p.mu, p.objective, p.min_interval_seconds,
            -- The page's rate of announcements, (α + announced) / (β + days watched).
            ((SELECT shape FROM prior) + (
                 SELECT count(DISTINCT h.claimed_at) FROM url_hints AS h
@@ -1689,6 +1689,7 @@ announced AS MATERIALIZED (
     JOIN urls AS u ON u.id = f.url_id AND u.host_id = f.host_id
     JOIN dated AS t ON t.host_id = f.host_id AND t.source = f.kind
     LEFT JOIN url_hint_state AS s ON s.host_id = f.host_id AND s.url_id = f.url_id
+    LEFT JOIN plan AS p ON true
     WHERE u.host_id = ANY($7::bigint[])
       AND f.claimed_at > u.last_fetched_at AND isfinite(u.next_fetch_at)
       AND t.classification IN ('complete', 'noisy')
@@ -1696,15 +1697,9 @@ announced AS MATERIALIZED (
 decided AS (
     SELECT a.host_id, a.url_id, CASE
         WHEN a.classification = 'complete' THEN CASE
-            WHEN random() < (
-                SELECT CASE WHEN p.complete_sampled > 0 AND p.mu IS NOT NULL
-                                 AND p.objective IN ('harmonic', 'freshness')
-                            THEN crawler_complete_probability(
-                                a.announced_rate, a.importance, p.mu, p.objective,
-                                p.min_interval_seconds / 86400.0,
-                                a.longest_seconds / 86400.0)
-                            ELSE 1.0 END
-                FROM (SELECT 1) AS one LEFT JOIN plan AS p ON true)
+            WHEN random() < crawler_announced_fetch_probability(
+                a.announced_rate, a.importance, a.longest_seconds, a.complete_sampled, a.mu,
+                a.objective, a.min_interval_seconds)
             THEN least(a.next_fetch_at, to_timestamp($6))
             -- Not this time: the page waits for the next announcement, $8[2] of its intervals
             -- at most, and never longer than its longest interval after its last fetch.
@@ -1802,11 +1797,11 @@ SELECT id FROM hosts WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE;
 -- host ids of $2, which route the statement (as in record_url_hints). Only due times move:
 -- the hosts' politeness clocks, backoff and leases still time the fetches. How many URLs were
 -- made due; URLs not known are skipped.
--- Issue 38: the hint is of kind 'ping', and the host's trust in its pings (hint_trust, source
+-- The hint is of kind 'ping', and the host's trust in its pings (hint_trust, source
 -- 'ping') gates what it does. A host whose pings have been tested on fewer than $6 announced
 -- fetch intervals is taken at its word (due at $3: the fetch after the ping is its test); one
 -- whose pings are complete makes the URL due (with the probability
--- crawler_complete_probability gives when the plan solved mu over complete pages, else 1);
+-- crawler_announced_fetch_probability gives);
 -- noisy, its first ping since the last fetch brings an untimed page forward
 -- (crawler_hinted_fetch_time); ignored, the schedule stays. A URL never fetched is due at $3.
 -- $7, $8: the prior (shape, rate in days) when no plan is stored, for the page's rate of
@@ -1819,8 +1814,8 @@ WITH plan AS MATERIALIZED (
 found AS MATERIALIZED (
     SELECT u.id, u.host_id, u.next_fetch_at, u.last_fetched_at, u.importance,
            u.change_rate_per_day, u.update_period_days,
-           coalesce(u.own_max_interval_seconds,
-                    (SELECT max_interval_seconds FROM plan)) AS longest_seconds,
+           coalesce(u.own_max_interval_seconds, pl.max_interval_seconds) AS longest_seconds,
+           pl.complete_sampled, pl.mu, pl.objective, pl.min_interval_seconds,
            t.classification, t.recall_mean, t.false_alarm_mean,
            coalesce(t.hits + t.false_alarms, 0) AS announced_tests,
            ((coalesce((SELECT prior_shape FROM plan), $7::float8) + 1 + (
@@ -1838,6 +1833,7 @@ found AS MATERIALIZED (
     JOIN urls AS u ON u.url = p.url AND u.host_id = p.host_id
     LEFT JOIN hint_trust AS t ON t.host_id = u.host_id AND t.source = 'ping'
     LEFT JOIN url_hint_state AS s ON s.host_id = u.host_id AND s.url_id = u.id
+    LEFT JOIN plan AS pl ON true
     WHERE u.host_id = ANY($5::bigint[])
 ),
 decided AS (
@@ -1845,15 +1841,9 @@ decided AS (
         WHEN f.last_fetched_at IS NULL OR f.announced_tests < $6 THEN
             least(f.next_fetch_at, $3::timestamptz)
         WHEN f.classification = 'complete' THEN CASE
-            WHEN random() < (
-                SELECT CASE WHEN p.complete_sampled > 0 AND p.mu IS NOT NULL
-                                 AND p.objective IN ('harmonic', 'freshness')
-                            THEN crawler_complete_probability(
-                                f.announced_rate, f.importance, p.mu, p.objective,
-                                p.min_interval_seconds / 86400.0,
-                                f.longest_seconds / 86400.0)
-                            ELSE 1.0 END
-                FROM (SELECT 1) AS one LEFT JOIN plan AS p ON true)
+            WHEN random() < crawler_announced_fetch_probability(
+                f.announced_rate, f.importance, f.longest_seconds, f.complete_sampled, f.mu,
+                f.objective, f.min_interval_seconds)
             THEN least(f.next_fetch_at, $3::timestamptz)
             ELSE f.next_fetch_at END
         WHEN f.classification = 'noisy' AND NOT f.hinted_before
@@ -2129,7 +2119,7 @@ USING unnest($1::bigint[], $2::bigint[]) AS r(url_id, host_id)
 WHERE m.url_id = r.url_id AND m.host_id = r.host_id AND m.host_id = ANY($2::bigint[]);
 
 -- name: hint_sources_at_fetch
--- Issue 38 (crawler.db.hints.test_fetches): for the fetches of URLs with hints ($1 hosts, $2
+-- crawler.db.hints.test_fetches: for the fetches of URLs with hints ($1 hosts, $2
 -- URLs, $3 the fetch times in epoch seconds; each row joined on its own host), each source of
 -- each URL's hints, its announcements since the URL's hints are watched up to the fetch, and
 -- since when they are watched: what the p0 of the fetch interval's test is computed from
@@ -2266,7 +2256,7 @@ SELECT host_id, source, hits, false_alarms, misses, quiet, expected_hinted, expe
 FROM counted;
 
 -- name: assess_hint_trust
--- Issue 38: the assessment of (host, source) rows test_hints just counted, made by
+-- The assessment of (host, source) rows test_hints just counted, made by
 -- crawler.core.hint_trust.assess in Python ($1 hosts, $2 sources, $3 classifications of the
 -- tests, $4 precision, $5 recall, $6 false-alarm posterior means, $7 reasons; $8 the distinct
 -- hosts; $9 as test_hints' $8: the longest interval in seconds, the announcement intervals a
@@ -2355,14 +2345,14 @@ host_due AS (
 SELECT host_id, source, was, now FROM changed;
 
 -- name: remove_url_hint_state
--- The hint state (issue 38) of URLs just removed ($1 ids, $2 their host ids), as
+-- The hint state of URLs just removed ($1 ids, $2 their host ids), as
 -- remove_url_hints.
 DELETE FROM url_hint_state AS s
 USING unnest($1::bigint[], $2::bigint[]) AS r(url_id, host_id)
 WHERE s.url_id = r.url_id AND s.host_id = r.host_id AND s.host_id = ANY($2::bigint[]);
 
 -- name: hinted_urls
--- Issue 38: which URLs of a batch of fetches have hints ($1 hosts, $2 URLs; $3 the distinct
+-- Which URLs of a batch of fetches have hints ($1 hosts, $2 URLs; $3 the distinct
 -- hosts, which route the statement): only their fetches are tested (test_hints), so that a
 -- batch without any costs this one probe of url_hint_state's key and no more.
 SELECT s.url_id
@@ -2419,7 +2409,7 @@ LEFT JOIN hint_trust AS t ON t.host_id = $2 AND t.source = c.source
 ORDER BY c.source;
 
 -- name: complete_in_sample
--- Issue 38, the planner: which URLs of its sample ($1 hosts, $2 URLs; $3 the distinct hosts)
+-- The planner: which URLs of its sample ($1 hosts, $2 URLs; $3 the distinct hosts)
 -- a source trusted as complete observes, each with its rate of announcements,
 -- (α $4 + announced) / (β $5 + days watched): a complete page's change rate.
 SELECT s.url_id,

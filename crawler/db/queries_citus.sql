@@ -69,7 +69,7 @@ SELECT lh.id AS host_id, lh.origin, lh.crawl_delay_seconds,
        lu.own_min_interval_seconds, lu.own_max_interval_seconds, lu.fetch_windows,
        s.watch_css AS site_watch_css, s.ignore_css AS site_ignore_css,
        s.watch_exact AS site_watch_exact,
-       -- Whether the URL has change hints (issue 38): not said here (a correlated look-up of
+       -- Whether the URL has change hints: not said here (a correlated look-up of
        -- another distributed table); the record looks it up (crawler.db.hints.hinted).
        NULL::boolean AS hinted
 FROM leased_hosts AS lh

@@ -239,6 +239,20 @@ async def twins(db_url: str) -> None:
             python = complete_fetch_probability(rate, weight, mu, objective, low, high)
             assert sql == pytest.approx(python, rel=1e-12), (rate, weight, mu, objective)
             assert math.isfinite(sql)
+            # Under a plan that solved mu over complete pages, the announcement's chance is
+            # that probability; under one that did not, or with no plan, it is 1.
+            announced = ("SELECT crawler_announced_fetch_probability($1, $2, $3, $4, $5, $6, "
+                         "$7)")
+            assert await conn.fetchval(
+                announced, rate, weight, high * 86400.0, 40, mu, objective, low * 86400.0
+            ) == pytest.approx(python, rel=1e-12)
+            for sampled, plan_mu, plan_objective in [
+                (0, mu, objective), (40, None, objective), (40, mu, "uniform"),
+                (None, None, None),
+            ]:
+                assert await conn.fetchval(
+                    announced, rate, weight, high * 86400.0, sampled, plan_mu,
+                    plan_objective, low * 86400.0) == 1.0
         # hint_trust.classification (generated: the "now" rule over the tests' verdict) is
         # assess of all the counts, dates included.
         await conn.execute("INSERT INTO hosts (id, origin) VALUES (1, 'http://one.example')")

@@ -432,7 +432,7 @@ async def test_batched_statements_use_indexes(db_url: str, query: str, args: obj
 
 
 async def test_a_fetch_record_is_the_migrated_type_field_for_field(db_url: str) -> None:
-    # record_row builds its tuple in RECORD_COLUMNS order; asyncpg encodes it by position.
+    # record_row reads its fields out in RECORD_COLUMNS order; asyncpg encodes it by position.
     conn = await asyncpg.connect(db_url)
     try:
         fields = await conn.fetch(
@@ -486,7 +486,12 @@ async def test_a_parked_url_and_empty_histories_are_recorded_as_such(db_url: str
             kept, record=dataclasses.replace(kept.record, change_brackets_days=(1.0, 2.5)))
         rows = [frontier.record_row(parked, claims[0].lease),
                 frontier.record_row(kept, claims[1].lease)]
-        assert rows[0][frontier.RECORD_COLUMNS.index("change_brackets_days")] is None
+        fields = frontier.record_fields(parked, claims[0].lease)
+        # Every field of the type is named once, and the row is those fields in its order.
+        assert sorted(fields) == sorted(frontier.RECORD_COLUMNS)
+        assert len(frontier.RECORD_COLUMNS) == len(set(frontier.RECORD_COLUMNS))
+        assert rows[0] == tuple(fields[c] for c in frontier.RECORD_COLUMNS)
+        assert fields["change_brackets_days"] is None
         assert len(await frontier.record_fetches(pool, rows)) == 2
         stored = {r["id"]: r for r in await pool.fetch(
             "SELECT id, next_fetch_at = 'infinity' AS parked, change_brackets_days, "
