@@ -26,9 +26,7 @@ HOST = 0  # the url_id of a host's own row in ``alerts``
 # status` as a refused host) or could not store says nothing of the site.
 FAILED_OUTCOMES = frozenset({Outcome.HTTP_ERROR, Outcome.NETWORK_ERROR, Outcome.TIMEOUT})
 # Answers: the URL and its host work, whatever the answer says about the page.
-WORKED_OUTCOMES = frozenset(
-    {Outcome.OK, Outcome.NOT_MODIFIED, Outcome.GONE, Outcome.REDIRECT}
-)
+WORKED_OUTCOMES = frozenset({Outcome.OK, Outcome.NOT_MODIFIED, Outcome.GONE, Outcome.REDIRECT})
 
 
 def failure_kind(outcome: str, error_kind: AnyErrorKind | None, status: int | None) -> str:
@@ -103,12 +101,7 @@ def region_missing(before: UrlRecord, obs: Observation) -> bool:
 
 
 def alert_payload(
-    kind: str,
-    row: AlertRow,
-    *,
-    origin: str,
-    fetched_at_iso: str,
-    first_failed_at_iso: str,
+    kind: str, row: AlertRow, *, origin: str, fetched_at_iso: str, first_failed_at_iso: str,
     status: int | None,
 ) -> dict[str, Any]:
     """The JSON of a ``failing`` or ``recovered`` event (docs/COLLECTION.md, "Alerts")."""

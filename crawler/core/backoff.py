@@ -27,9 +27,6 @@ SUCCESS = "success"  # the host answered sensibly (2xx, 3xx, 304, 4xx other than
 FAILURE = "failure"  # the host is struggling: count it
 NEUTRAL = "neutral"  # says nothing about the host (refused by us before connecting)
 
-THROTTLE_STATUSES = frozenset({429, 503})
-
-
 @dataclass(frozen=True, slots=True)
 class HostHealth:
     """The ``hosts`` columns of the same names (``backoff_until`` in POSIX seconds)."""
@@ -38,19 +35,9 @@ class HostHealth:
     backoff_until: float | None = None
 
 
-def is_open(health: HostHealth, now: float) -> bool:
-    """Whether the host must not be contacted yet."""
-    return health.backoff_until is not None and now < health.backoff_until
-
-
 def health_after(
-    health: HostHealth,
-    verdict: str,
-    now: float,
-    settings: Settings,
-    *,
-    retry_after_seconds: float | None,
-    rng_value: float,
+    health: HostHealth, verdict: str, now: float, settings: Settings, *,
+    retry_after_seconds: float | None, rng_value: float,
 ) -> HostHealth:
     """The host's health after one request whose ``host_verdict`` is ``verdict``, under the
     settings' backoff and circuit breaker."""
@@ -60,12 +47,8 @@ def health_after(
         return health
     failures = health.consecutive_failures + 1
     until = host_backoff_until(
-        now,
-        failures,
-        retry_after_seconds,
-        rng_value=rng_value,
-        cap_seconds=settings.backoff_cap_seconds,
-        base_seconds=settings.backoff_base_seconds,
+        now, failures, retry_after_seconds, rng_value=rng_value,
+        cap_seconds=settings.backoff_cap_seconds, base_seconds=settings.backoff_base_seconds,
         failure_threshold=settings.breaker_failure_threshold,
         open_seconds=settings.breaker_open_seconds,
     )

@@ -2,14 +2,11 @@
 
 An HTML tree builder checks "has an element in scope" against the stack of open elements
 for most start tags (WHATWG HTML, 13.2.4.2), so a document of n nested elements costs O(n^2):
-lexbor takes 0.9 s for 20,000 nested ``<div>`` and would take about an hour for the 10^6 a
-10 MB page can hold. Browsers bound the depth instead: Chromium's tree builder stops nesting
-at 512 (``kMaximumHTMLParserDOMTreeDepth``, html_construction_site.cc). ``flatten_deep_html``
-does the same before parsing: start tags deeper than ``MAX_TREE_DEPTH`` and their end tags
-are removed, their text kept, so the visible text (and the fingerprint) hardly moves.
-
-The scan runs in numpy over the bytes: a 47 KB page costs tens of microseconds and a 10 MB
-one tens of milliseconds, against the parser's own time.
+about an hour for the 10^6 a 10 MB page can hold. Browsers bound the depth instead: Chromium's
+tree builder stops nesting at 512 (``kMaximumHTMLParserDOMTreeDepth``). ``flatten_deep_html``
+does the same before parsing, in numpy over the bytes: start tags deeper than
+``MAX_TREE_DEPTH`` and their end tags are removed, their text kept, so the visible text (and
+the fingerprint) hardly moves.
 """
 
 from __future__ import annotations
@@ -124,8 +121,7 @@ def flatten_deep_html(body: bytes, max_depth: int = MAX_TREE_DEPTH) -> bytes:
 
     Returns ``body`` itself when nothing is that deep, which is every ordinary page.
     """
-    # Counting '<' settles a small page at once; on a typical 47 KB page it would take half
-    # as long as the bound and never settle it (about 2,000 tags), so it is skipped there.
+    # Counting '<' settles a small page at once; a typical page has too many tags for it.
     if len(body) <= SMALL_PAGE_BYTES and body.count(b"<") <= max_depth:
         return body
     if _depth_upper_bound(body) <= max_depth:
@@ -147,20 +143,16 @@ def flatten_deep_html(body: bytes, max_depth: int = MAX_TREE_DEPTH) -> bytes:
 
 
 def parse_bounded(
-    result: FetchResult,
-    *,
-    page_url: str | None = None,
-    max_links: int = 1000,
+    result: FetchResult, *, page_url: str | None = None, max_links: int = 1000,
     region: Region | None = None,
 ) -> tuple[FetchResult, ParsedPage | None]:
     """``parse_result`` within bounds, never raising: the result to record, and the page.
 
     A body that claims HTML but is binary is recorded as what it is
     (``application/octet-stream``: exact hash only, no parse). A page nested deeper than
-    ``MAX_TREE_DEPTH`` is parsed flattened. A page the parser still
-    fails on is recorded with ``error_kind="parse_error"`` and the exact hash only (its
-    Content-Type replaced so that ``observe`` does not parse it again), and the fetch loop
-    goes on.
+    ``MAX_TREE_DEPTH`` is parsed flattened. A page the parser still fails on is recorded with
+    ``error_kind="parse_error"`` and the exact hash only (its Content-Type replaced so that
+    ``observe`` does not parse it again), and the fetch loop goes on.
     """
     if result.outcome != OK or not is_html(result.content_type, result.body):
         return result, None
@@ -169,9 +161,7 @@ def parse_bounded(
     try:
         page = parse_result(
             replace(result, body=flatten_deep_html(result.body)),
-            page_url=page_url,
-            max_links=max_links,
-            region=region,
+            page_url=page_url, max_links=max_links, region=region,
         )
     except Exception:  # any failure of the parser is this page's, not the fetch loop's
         return replace(result, content_type=BINARY_TYPE, error_kind=ErrorKind.PARSE_ERROR), None

@@ -62,9 +62,7 @@ def default_budget_per_day(urls: int, default_interval_seconds: float) -> float:
 
 
 def budget_in_force(
-    configured_per_day: float | None,
-    urls: int,
-    default_interval_seconds: float,
+    configured_per_day: float | None, urls: int, default_interval_seconds: float,
     politeness_cap_per_day: float,
 ) -> tuple[float, float]:
     """The budget the planner spends and where it came from (BUDGET_CONFIGURED or _DEFAULT).
@@ -78,9 +76,7 @@ def budget_in_force(
 
 
 def collection_estimates(
-    change_rates_per_day: ArrayLike,
-    fetch_rates_per_day: ArrayLike,
-    weights: ArrayLike,
+    change_rates_per_day: ArrayLike, fetch_rates_per_day: ArrayLike, weights: ArrayLike,
     beta_days: float,
 ) -> tuple[float, float]:
     """Importance-weighted expected freshness and β-currency (docs/MODEL.md section 4)."""
@@ -113,16 +109,9 @@ def plan_population(
     w = np.asarray(weights, dtype=np.float64)
     caps = None if host_delays_seconds is None else host_caps_per_day(host_delays_seconds)
     result = solve_mu(
-        rates,
-        w,
-        budget_per_day,
-        objective,
-        beta_days=beta_days,
-        min_interval_days=min_interval_days,
-        max_interval_days=max_interval_days,
-        host_ids=host_index,
-        host_caps_per_day=caps,
-        mu_hint=mu_hint,
+        rates, w, budget_per_day, objective, beta_days=beta_days,
+        min_interval_days=min_interval_days, max_interval_days=max_interval_days,
+        host_ids=host_index, host_caps_per_day=caps, mu_hint=mu_hint,
     )
     fresh, current = collection_estimates(rates, result.rates_per_day, w, beta_days)
     return PopulationPlan(result.mu, result.rates_per_day, result.total_per_day, fresh, current)
@@ -171,8 +160,7 @@ def estimated_population(
     is exact over [start, end). One that filled up covered [start, last id]. Each density is
     extrapolated over the stratum's whole width (stratified estimator of a total).
     """
-    starts = strata.starts
-    ends = strata.ends
+    starts, ends = strata.starts, strata.ends
     widths_from_start = np.where(rows_read < per_stratum, ends - starts, last_ids - starts + 1)
     density = rows_read / np.maximum(widths_from_start, 1)
     return float(np.sum(density * (ends - strata.lows)))

@@ -6,8 +6,7 @@ with probability β/T + (1 − e^{−λ(T−β)}) / (λT) (eq. 22, 1 when T ≤ 
 the collection's α (eq. 24). We also compute what the same fetch budget buys when each page
 gets its own interval T(λ) (their closing remark, "T as a function of λ"), chosen by the
 Lagrange condition of docs/MODEL.md section 5 applied to the β-currency objective.
-
-Pure: no I/O, no clock. Durations are days unless a name says otherwise.
+Durations are days unless a name says otherwise.
 """
 
 from __future__ import annotations
@@ -127,15 +126,11 @@ def required_period(alpha: float, beta_days: float, shape: float, scale_days: fl
         if high > 1e9:
             raise ValueError("alpha is reachable with any period: no finite requirement")
     from scipy import optimize  # scipy on first use (see crawler.core)
-    return float(
-        optimize.brentq(
-            lambda period: alpha_for_period(period, beta_days, shape, scale_days) - alpha,
-            low,
-            high,
-            xtol=min(1e-9, 1e-6 * low),
-            rtol=1e-12,
-        )
-    )
+
+    def excess(period: float) -> float:
+        return alpha_for_period(period, beta_days, shape, scale_days) - alpha
+
+    return float(optimize.brentq(excess, low, high, xtol=min(1e-9, 1e-6 * low), rtol=1e-12))
 
 
 # --- fetch rate and bandwidth --------------------------------------------------------------
@@ -159,9 +154,7 @@ def bandwidth_bits_per_second(pages: float, page_size_bytes: float, period_days:
 # --- the optimal variable-frequency schedule ----------------------------------------------
 
 
-def _marginal_currency(
-    x: FloatArray, beta_over_t: FloatArray
-) -> FloatArray:
+def _marginal_currency(x: FloatArray, beta_over_t: FloatArray) -> FloatArray:
     """∂P/∂f divided by t, as a function of x = (T − β)/t.
 
     With P(f) = βf + (f/λ)(1 − e^{−λ(1/f − β)}) (eq. 22 written in the fetch rate f = 1/T),
@@ -169,8 +162,7 @@ def _marginal_currency(
     b = β/t. It rises from 0 at T = β to β + t as T → ∞, and P is concave in f, so the
     Lagrange condition ∂P/∂f = μ has one solution whenever μ < β + t.
     """
-    decay = np.exp(-x)
-    return np.asarray((beta_over_t + 1.0) * (-np.expm1(-x)) - x * decay)
+    return np.asarray((beta_over_t + 1.0) * (-np.expm1(-x)) - x * np.exp(-x))
 
 
 def optimal_interval_days(
@@ -260,8 +252,7 @@ def optimal_alpha(
         return OptimalSchedule(1.0, 0.0, 1.0 / mean_period_days, 0.0)
     target_rate = 1.0 / mean_period_days
     multiplier, rates, currency = _bisect_multiplier(
-        _quantile_grid(shape, scale_days),
-        beta_days,
+        _quantile_grid(shape, scale_days), beta_days,
         lambda rates, _currency: float(rates.mean()) > target_rate,
     )
     return OptimalSchedule(
@@ -281,8 +272,7 @@ def optimal_required_period(
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1): {alpha}")
     _, rates, _ = _bisect_multiplier(
-        _quantile_grid(shape, scale_days),
-        beta_days,
+        _quantile_grid(shape, scale_days), beta_days,
         lambda _rates, currency: float(currency.mean()) > alpha,
     )
     return 1.0 / float(rates.mean())
@@ -292,25 +282,15 @@ def optimal_required_period(
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _DURATION_DAYS = {
-    "s": 1.0 / SECONDS_PER_DAY,
-    "m": 1.0 / 1440.0,
-    "min": 1.0 / 1440.0,
-    "h": 1.0 / 24.0,
-    "d": 1.0,
-    "w": 7.0,
+    "s": 1.0 / SECONDS_PER_DAY, "m": 1.0 / 1440.0, "min": 1.0 / 1440.0, "h": 1.0 / 24.0,
+    "d": 1.0, "w": 7.0,
 }
 # Decimal (SI) prefixes for KB/MB/GB: the paper's "800e6 pages / 8.5 days × 12 kilobytes
 # = 104 Mbit/s" holds with 1 kB = 1000 bytes (with 1024 it would be 107 Mbit/s).
 # Binary prefixes are spelled KiB/MiB/GiB.
 _SIZE_BYTES = {
-    "": 1.0,
-    "b": 1.0,
-    "kb": 1e3,
-    "mb": 1e6,
-    "gb": 1e9,
-    "kib": 1024.0,
-    "mib": 1024.0**2,
-    "gib": 1024.0**3,
+    "": 1.0, "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9,
+    "kib": 1024.0, "mib": 1024.0**2, "gib": 1024.0**3,
 }
 
 

@@ -5,14 +5,14 @@ plain ratio "changes / time" undercounts fast pages. This module holds the estim
 docs/MODEL.md section 2 (Cho & Garcia-Molina, "Estimating frequency of change", 2003) and the
 Bayesian shrinkage toward a population Gamma prior that the planner uses as the working rate.
 
-Time is in days and rates are per day. Pure functions over plain data: no clock, no I/O.
+Time is in days and rates are per day.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,26 +102,6 @@ DEFAULT_PRIOR = GammaPrior(shape=0.5, rate=15.0)
 """Before any population data: mean one change per 30 days, weak (worth half a change)."""
 
 
-def naive_rate(changes: int, observed_days: float) -> float:
-    """X / T: biased low once several changes fall between fetches (E[X/n] = 1 - e^{-lam I})."""
-    if observed_days <= 0.0:
-        raise ValueError("observed_days must be positive")
-    return changes / observed_days
-
-
-def improved_rate_regular(fetches: int, changes: int, interval_days: float) -> float:
-    """Cho & Garcia-Molina's estimator for n fetches at a regular interval I, X changes seen.
-
-    Nearly unbiased for lam*I <= 2 and n >= 10; the 0.5 terms keep it finite when X == n.
-    """
-    if not 0 <= changes <= fetches or fetches <= 0:
-        raise ValueError(f"need 0 <= changes <= fetches, fetches > 0 (got {changes}/{fetches})")
-    if interval_days <= 0.0:
-        raise ValueError("interval_days must be positive")
-    # Cho & Garcia-Molina 2003, improved estimator: -log((n - X + 0.5) / (n + 0.5)) / I
-    return -math.log((fetches - changes + 0.5) / (fetches + 0.5)) / interval_days
-
-
 def mle_rate_irregular(
     changed_intervals_days: Sequence[float], unchanged_days: float
 ) -> float | None:
@@ -188,9 +168,7 @@ def last_modified_rate(fetches: int, changes: int, observed_days: float) -> floa
     """
     if fetches <= 0 or changes <= 0 or observed_days <= 0.0 or changes > fetches:
         return None
-    at_every_fetch = changes == fetches
-    correction = 0.0 if at_every_fetch else changes / (fetches * math.log1p(-changes / fetches))
-    # Cho & Garcia-Molina 2003, estimator with last-modified date
+    correction = 0.0 if changes == fetches else changes / (fetches * math.log1p(-changes / fetches))
     rate = ((changes - 1) - correction) / observed_days
     return rate if rate > 0.0 else None
 
@@ -199,13 +177,9 @@ def known_times_posterior_rate(history: LastModifiedHistory, prior: GammaPrior) 
     """Posterior mean of lam (per day) when every change's time is known: the Last-Modified
     counterpart of ``fast_posterior_rate``, under the same Gamma prior.
 
-    A changed interval (a, b] whose last change is dated m has likelihood
-    lam e^{-lam (b - m)} (the density of the last event of a Poisson process before b), an
-    unchanged one e^{-lam (b - a)}; together lam^X e^{-lam T}, with X and T as
-    ``LastModifiedHistory`` keeps them. That is conjugate to the prior, so the posterior mean is
-    (shape + X) / (rate + T): exact, no search, and shrunk toward the population's mean for a
-    short history, where Cho & Garcia-Molina's bias-corrected ``last_modified_rate`` is still
-    noisy (docs/MODEL.md section 2.4).
+    The likelihood is lam^X e^{-lam T}, with X and T as ``LastModifiedHistory`` keeps them:
+    conjugate to the prior, so the mean is (shape + X) / (rate + T), exact, and shrunk toward
+    the population's mean for a short history (docs/MODEL.md section 2.4).
     """
     return (prior.shape + history.changes) / (prior.rate + history.observed_days)
 
@@ -241,12 +215,8 @@ def last_modified_is_credible(
 
 
 def dated_change_days(
-    previous_fetch_days: float,
-    fetched_at_days: float,
-    last_modified_days: float | None,
-    previous_last_modified_days: float | None,
-    *,
-    same_instant_days: float = 120.0 / 86400.0,
+    previous_fetch_days: float, fetched_at_days: float, last_modified_days: float | None,
+    previous_last_modified_days: float | None, *, same_instant_days: float = 120.0 / 86400.0,
 ) -> float | None:
     """Days between a changed fetch and the page's last change, when Last-Modified says so.
 
@@ -280,8 +250,8 @@ def _log_posterior_kernel(
     The extra lam is the Jacobian of integrating in u = log lam.
     """
     rates = np.exp(log_rates)
-    # 1 - e^{-x} rather than -expm1(-x): a third faster (exp is vectorised), and its relative
-    # error 1e-16/x only matters where lam*t < 1e-10, far outside any posterior mass.
+    # 1 - e^{-x} rather than -expm1(-x): faster, and its relative error 1e-16/x only matters
+    # where lam*t < 1e-10, far outside any posterior mass.
     with np.errstate(divide="ignore", under="ignore"):
         log_detect = np.log(1.0 - np.exp(-np.multiply.outer(rates, changed_intervals)))
     result: FloatArray = shape * log_rates - exposure_days * rates + log_detect.sum(axis=1)
@@ -319,20 +289,15 @@ def fast_posterior_rate(
 ) -> float:
     """Posterior mean change rate (per day): what the daemon and the simulator schedule with.
 
-    Same posterior as `posterior_rate` (Gamma prior x exact interval-censored likelihood,
-    docs/MODEL.md section 2), but found without a grid: the log posterior in x = log lam is
-    concave, so Newton's method reaches its mode in a few steps, and a 5-point Gauss-Hermite
-    rule around the mode, reweighted by the exact kernel, gives the mean (Laplace's method
-    with a skew correction). Much cheaper than the quadrature, and within 3% of it
-    (tests/unit/test_estimate.py). `guess_rate_per_day` (the URL's previous estimate) only
-    shortens the mode search.
+    Same posterior as `posterior_rate` (docs/MODEL.md section 2), found without a grid: the
+    log posterior in x = log lam is concave, so Newton's method reaches its mode in a few
+    steps, and a 5-point Gauss-Hermite rule around the mode, reweighted by the exact kernel,
+    gives the mean (Laplace's method with a skew correction), within 3% of the quadrature.
+    `guess_rate_per_day` (the URL's previous estimate) only shortens the mode search.
 
-    Each Newton step and the node weights visit every changed interval: in plain floats for
-    short records, in numpy for long ones, where one array pass costs less than the Python
-    loop (the switches are `_SCALAR_MODE_MAX_INTERVALS` and `_SCALAR_NODES_MAX_INTERVALS`;
-    both ways compute the same formulas, so they agree to rounding). The plain-float loops
-    run in C when ``crawler.core._speedups`` is built, as do the node rates and the weighted
-    mean, with the same result to the bit.
+    The sums run in plain floats for short records (in C when ``crawler.core._speedups`` is
+    built, to the bit), in numpy for long ones (`_SCALAR_MODE_MAX_INTERVALS`,
+    `_SCALAR_NODES_MAX_INTERVALS`): the same formulas, so they agree to rounding.
     """
     exposure_days = prior.rate + history.unchanged_days
     changed = history.changed_intervals_days
@@ -385,11 +350,7 @@ def _node_rates_in_floats(x: float, spread: float) -> list[float]:
 
 
 def _kernel_mean_in_floats(
-    x: float,
-    spread: float,
-    shape: float,
-    exposure_days: float,
-    node_rates: Sequence[float],
+    x: float, spread: float, shape: float, exposure_days: float, node_rates: Sequence[float],
     detects: Sequence[float],
 ) -> float:
     """The posterior mean from the nodes: their rates weighted by the exact kernel (its log
@@ -451,10 +412,8 @@ def _mode_in_numpy(
 ) -> tuple[float, float]:
     """`_mode_in_floats` with each step's sums taken in numpy (long records).
 
-    u is capped at `_NEWTON_NEGLIGIBLE_U`, where g is already under 1e-301 (the float loop
-    drops the term), so that e^u never overflows; the cap is skipped (one array pass) when
-    the longest interval stays under it. The sums are dot products, the cheapest reduction
-    numpy offers on short arrays.
+    u is capped at `_NEWTON_NEGLIGIBLE_U` (where the float loop drops the term) so that e^u
+    never overflows; the cap is skipped when the longest interval stays under it.
     """
     ones = _ones(intervals.size)
     longest = float(np.maximum.reduce(intervals))
@@ -494,9 +453,8 @@ def _log_detect_sums_in_floats(
 def _log_detect_sums_in_numpy(node_rates: Sequence[float], intervals: FloatArray) -> list[float]:
     """`_log_detect_sums_in_floats` as one [node, interval] array.
 
-    Floored as `_log_detect` floors (an underflowed product, never in practice), which spares
-    the slow np.errstate context on this hot path. The outer product is a broadcast (the same
-    products; ``np.multiply.outer`` costs three times as much on arrays this small).
+    Floored as `_log_detect` floors, which spares the slow np.errstate context on this hot
+    path; the outer product is a broadcast (``np.multiply.outer`` is slower on small arrays).
     """
     negated = np.array([-rate for rate in node_rates])[:, None] * intervals
     detect = np.log(-np.expm1(np.minimum(negated, -_DETECT_FLOOR)))
@@ -512,12 +470,10 @@ _NEWTON_TOLERANCE = 1e-3
 """A step this small leaves the mode off by ~1e-6 in log lam; the reweighted nodes then move
 the mean by under 1e-4 relative (tests/unit/test_estimate.py), 300x inside its error."""
 _SCALAR_MODE_MAX_INTERVALS = 36
-"""Longer records take the Newton steps in numpy. Measured on the simulator's grimes
-histories (best of five, process time), numpy's fixed cost per step (seven calls) matches the
-float loop's per-interval cost at 30 to 40 intervals."""
+"""Longer records take the Newton steps in numpy: its fixed cost per step matches the float
+loop's per-interval cost at 30 to 40 intervals."""
 _SCALAR_NODES_MAX_INTERVALS = 8
-"""Longer records weigh the Gauss-Hermite nodes in numpy: the five node passes are one array,
-as cheap as the float loops from about 8 intervals (same measurement)."""
+"""Longer records weigh the Gauss-Hermite nodes in numpy (five node passes as one array)."""
 
 
 _DETECT_FLOOR = 1e-300
@@ -537,15 +493,12 @@ def _log_detect(u: float) -> float:
     return math.log(-math.expm1(-max(u, _DETECT_FLOOR)))
 
 
-def _gauss_hermite_nodes(points: int) -> tuple[FloatArray, FloatArray]:
-    """Nodes z and log(weight) + z^2/2 of the rule for weight e^{-z^2/2}."""
-    nodes, weights = np.polynomial.hermite_e.hermegauss(points)
-    return nodes, np.log(weights) + nodes * nodes / 2.0
-
-
-_HERMITE_OFFSETS, _HERMITE_CORRECTION = _gauss_hermite_nodes(5)
+# The 5-point Gauss-Hermite rule for weight e^{-z^2/2}: nodes z and log(weight) + z^2/2.
+_HERMITE_OFFSETS, _HERMITE_WEIGHTS = np.polynomial.hermite_e.hermegauss(5)
 _HERMITE_OFFSET_LIST = [float(z) for z in _HERMITE_OFFSETS]
-_HERMITE_CORRECTION_LIST = [float(c) for c in _HERMITE_CORRECTION]
+_HERMITE_CORRECTION_LIST = [
+    float(c) for c in np.log(_HERMITE_WEIGHTS) + _HERMITE_OFFSETS * _HERMITE_OFFSETS / 2.0
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,13 +548,12 @@ def fit_gamma_prior(
 ) -> GammaPrior | None:
     """Empirical-Bayes Gamma prior: maximise the population's marginal likelihood.
 
-    Each URL's marginal likelihood integral of L(lam) Gamma(lam; shape, rate) dlam is exact
-    (beta / (beta + U))^alpha for URLs that never changed and a quadrature on a fixed log-lam
-    grid otherwise; L-BFGS-B on (log shape, log rate) with the analytic gradient. Returns None
-    with fewer than `min_histories` URLs or fewer than `min_changes` changes in all: the
-    marginal likelihood of an all-static population grows without bound as the mean goes
-    to 0, which would stop the crawler revisiting. Shape is clamped to [0.02, 50]. Large
-    populations are thinned to `max_histories` by an even stride.
+    Each URL's marginal likelihood is exact, (beta / (beta + U))^alpha, for URLs that never
+    changed and a quadrature on a fixed log-lam grid otherwise; L-BFGS-B on (log shape, log
+    rate) with the analytic gradient. None with fewer than `min_histories` URLs or
+    `min_changes` changes in all: the marginal likelihood of an all-static population grows
+    without bound as the mean goes to 0, which would stop the crawler revisiting. Shape is
+    clamped to [0.02, 50]; large populations are thinned to `max_histories` by an even stride.
     """
     if len(histories) < min_histories:
         return None
@@ -653,23 +605,3 @@ def fit_gamma_prior(
     if not (math.isfinite(shape) and math.isfinite(rate)):
         return None
     return GammaPrior(shape=shape, rate=rate)
-
-
-def fit_priors_by_host(
-    histories_by_host: Mapping[str, Sequence[ChangeHistory]], min_urls_per_host: int = 50
-) -> tuple[GammaPrior, dict[str, GammaPrior]]:
-    """A global prior (DEFAULT_PRIOR when the population is too small) and one per host.
-
-    Only hosts with at least `min_urls_per_host` URLs and enough changes get their own prior;
-    the rest use the global one.
-    """
-    everyone = [h for histories in histories_by_host.values() for h in histories]
-    global_prior = fit_gamma_prior(everyone) or DEFAULT_PRIOR
-    per_host: dict[str, GammaPrior] = {}
-    for host, histories in histories_by_host.items():
-        if len(histories) < min_urls_per_host:
-            continue
-        host_prior = fit_gamma_prior(histories, min_histories=min_urls_per_host)
-        if host_prior is not None:
-            per_host[host] = host_prior
-    return global_prior, per_host

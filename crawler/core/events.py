@@ -22,17 +22,9 @@ def simhash_hex(value: int | None) -> str | None:
 
 
 def event_payload(
-    *,
-    kind: str,
-    url: str,
-    fetched_at_iso: str,
-    status: int | None,
-    previous_simhash: int | None,
-    simhash: int | None,
-    distance: int | None,
-    lines: LineChanges | None,
-    warc_file: str | None,
-    warc_offset: int | None,
+    *, kind: str, url: str, fetched_at_iso: str, status: int | None,
+    previous_simhash: int | None, simhash: int | None, distance: int | None,
+    lines: LineChanges | None, warc_file: str | None, warc_offset: int | None,
 ) -> dict[str, Any]:
     """The event JSON (docs/COLLECTION.md, "Change events"); the outbox adds its ``id``."""
     return {

@@ -8,7 +8,7 @@ was made due by one, or was brought forward by a noisy one; and last the host's 
 which decides when the request can go. Each account names the next fetch it expects, and says
 whether the stored one agrees.
 
-Pure: plain data in, a JSON-ready mapping out; no I/O, no clock (``now`` is given).
+Plain data in, a JSON-ready mapping out (``now`` is given).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from crawler.core.hint_evidence import (
     UNPROVEN_PING_TESTS,
     announced_rate_per_day,
     audit_seconds,
+    ping_unproven,
 )
 from crawler.core.hint_trust import COMPLETE, NOISY, HintCounts, assess
 from crawler.core.model import SECONDS_PER_DAY, Schedule, UrlRecord
@@ -119,7 +120,7 @@ def _source_view(src: SourceEvidence, rate: float) -> dict[str, Any]:
         "announced_rate_per_day": rate,
         "announced_since_last_fetch": src.announced_since_fetch,
     }
-    if src.source == PING and c.hits + c.false_alarms < UNPROVEN_PING_TESTS:
+    if src.source == PING and ping_unproven(c):
         view["pings"] = (f"taken at their word: tested on {c.hits + c.false_alarms} announced "
                          f"intervals, fewer than {UNPROVEN_PING_TESTS}")
     return view

@@ -1,7 +1,6 @@
 """From response bytes to the visible text and the weighted token features that get simhashed.
 
-Pure: bytes and headers in, plain data out. Parsing uses selectolax's lexbor backend (the modest
-backend is deprecated in selectolax 1.0 and refuses to import).
+Pure: bytes and headers in, plain data out. Parsing uses selectolax's lexbor backend.
 """
 
 from __future__ import annotations
@@ -31,29 +30,20 @@ except ImportError:  # built without a C compiler: the Python versions give the 
 # lexbor already leaves out of the text; <head> holds no text once these are gone except
 # <title>, which stays on purpose: it is shown in the tab and changes with the content.
 INVISIBLE_TAGS: Final = (
-    "script",
-    "style",
-    "noscript",
-    "template",
-    "iframe",
-    "noembed",
-    "noframes",
-    "object",
+    "script", "style", "noscript", "template", "iframe", "noembed", "noframes", "object",
 )
 # One selector for them all: one walk of the tree, where ``strip_tags`` walks it once per tag.
 _INVISIBLE_SELECTOR: Final = ", ".join(INVISIBLE_TAGS)
 META_SNIFF_BYTES: Final = 2048
 
 _WORD: Final = re.compile(r"\w+")
-# Every ASCII byte that \w does not match (re's \w is str.isalnum() plus "_") becomes a space;
-# bytes of multi-byte UTF-8 characters (>= 0x80) stay.
-_ASCII_NONWORD_TO_SPACE: Final = bytes(
-    byte if byte >= 0x80 or chr(byte).isalnum() or byte == ord("_") else ord(" ")
+# Every ASCII byte that \w does not match (re's \w is str.isalnum() plus "_") becomes a space
+# and every ASCII capital lower case; bytes of multi-byte UTF-8 characters (>= 0x80) stay.
+_ASCII_NONWORD_TO_SPACE_LOWER: Final = bytes(
+    byte if byte >= 0x80
+    else ord(chr(byte).lower()) if chr(byte).isalnum() or byte == ord("_")
+    else ord(" ")
     for byte in range(256)
-)
-# The same, with the ASCII capitals lower-cased as well.
-_ASCII_NONWORD_TO_SPACE_LOWER: Final = _ASCII_NONWORD_TO_SPACE.translate(
-    bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
 )
 # The one character whose lower case str.lower() takes from its neighbours (Unicode's
 # Final_Sigma): a text holding it is lower-cased whole, as the definition does.
@@ -70,16 +60,10 @@ _BOMS: Final = (
 )
 # WHATWG Encoding Standard: these labels mean windows-1252 in browsers, and a <meta> cannot
 # declare UTF-16 (the bytes it was read from were ASCII-compatible).
-_LABEL_ALIASES: Final = {
-    "iso-8859-1": "cp1252",
-    "iso8859-1": "cp1252",
-    "latin1": "cp1252",
-    "latin-1": "cp1252",
-    "l1": "cp1252",
-    "us-ascii": "cp1252",
-    "ascii": "cp1252",
-    "windows-1252": "cp1252",
-}
+_LABEL_ALIASES: Final = dict.fromkeys(
+    ("iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii", "windows-1252"),
+    "cp1252",
+)
 _META_UTF16: Final = frozenset({"utf-16", "utf-16le", "utf-16be", "utf16"})
 
 
@@ -96,14 +80,12 @@ class ParsedPage:
 
     @cached_property
     def features(self) -> dict[str, int]:
-        """The weighted features ``simhash`` was computed from; built only when asked for (the
-        fetch path hashes the tokens without them)."""
+        """The weighted features ``simhash`` was computed from (the fetch path needs none)."""
         return text_features(self.raw_text)
 
     @cached_property
     def text(self) -> str:
-        """Visible text with whitespace collapsed; computed on first use (most callers need only
-        the features, and collapsing costs about a tenth of the page's budget)."""
+        """Visible text with whitespace collapsed (lazily: most callers never need it)."""
         return " ".join(self.raw_text.split())
 
 
@@ -127,17 +109,13 @@ def _body_codec(body: bytes, content_type_header: str | None) -> str:
     for bom, codec_name in _BOMS:
         if body.startswith(bom):
             return codec_name
-    if content_type_header:
-        match = _HEADER_CHARSET.search(content_type_header)
-        if match:
-            codec = _text_codec(match.group(1).strip())
-            if codec is not None:
-                return codec
+    header = _HEADER_CHARSET.search(content_type_header or "")
+    if header and (codec := _text_codec(header.group(1).strip())) is not None:
+        return codec
     meta = _META_CHARSET.search(body, 0, META_SNIFF_BYTES)
     if meta:
         label = meta.group(1).decode("ascii").lower()
-        codec = _text_codec("utf-8" if label in _META_UTF16 else label)
-        if codec is not None:
+        if (codec := _text_codec("utf-8" if label in _META_UTF16 else label)) is not None:
             return codec
     return "utf-8"
 
@@ -145,20 +123,17 @@ def _body_codec(body: bytes, content_type_header: str | None) -> str:
 def decode_body(body: bytes, content_type_header: str | None) -> str:
     """Decode an HTML body; never raises, invalid bytes become U+FFFD.
 
-    Order: byte-order mark, Content-Type charset, <meta> charset in the first 2 KiB, UTF-8.
-    The BOM comes first, as in browsers (WHATWG "decode"): a BOM is unambiguous while headers
-    are often wrong. An unknown charset name falls through to the next source.
+    Order: byte-order mark (first, as in browsers: it is unambiguous while headers are often
+    wrong), Content-Type charset, <meta> charset in the first 2 KiB, UTF-8. An unknown charset
+    name falls through to the next source.
     """
     return body.decode(_body_codec(body, content_type_header), errors="replace")
 
 
 def parser_input(body: bytes, content_type_header: str | None) -> str | bytes:
     """What the HTML parser is given: ``decode_body``'s text, or the body itself when that
-    text is the body read as valid UTF-8 with no byte-order mark.
-
-    lexbor reads bytes as UTF-8, so in that case it gets the very bytes it would get from the
-    text (selectolax encodes a str to UTF-8 first) and the tree is the same; only the encode
-    is saved, a page-sized copy on every fetch. Nearly every page is that case."""
+    text is the body read as valid UTF-8 with no byte-order mark (nearly every page): lexbor
+    reads bytes as UTF-8, so the tree is the same and a page-sized encode is saved."""
     codec = _body_codec(body, content_type_header)
     if codec == "utf-8":  # not "utf-8-sig": a BOM is not part of the text
         with contextlib.suppress(UnicodeDecodeError):
@@ -168,33 +143,23 @@ def parser_input(body: bytes, content_type_header: str | None) -> str | bytes:
 
 
 def strip_invisible(tree: LexborHTMLParser) -> None:
-    """Remove every ``INVISIBLE_TAGS`` element, with what it holds, from the tree.
-
-    The tree left is ``tree.strip_tags(list(INVISIBLE_TAGS))``'s (a test checks it), but found
-    in one walk of the tree where ``strip_tags`` makes one per tag: 8 walks were a tenth of a
-    page's parse. Innermost first: a match inside another is freed with its ancestor, so it
-    must go before it."""
+    """Remove every ``INVISIBLE_TAGS`` element, with what it holds, from the tree: the tree
+    ``tree.strip_tags(list(INVISIBLE_TAGS))`` leaves (a test checks it), in one walk instead
+    of one per tag. Innermost first: a match inside another is freed with its ancestor."""
     for node in reversed(tree.css(_INVISIBLE_SELECTOR)):
         node.decompose()
 
 
-def _raw_visible_text(tree: LexborHTMLParser) -> str:
-    """Visible text of a parsed tree, whitespace as is; strips invisible elements in place."""
+def _raw_visible_text(tree: LexborHTMLParser, region: Region | None = None) -> str:
+    """Visible text of a parsed tree, whitespace as is; with a region, ``ignore``'s matches
+    removed, then the text of ``watch``'s outermost matches (a match inside another is
+    already in its text), joined in document order. Strips invisible elements in place."""
     strip_invisible(tree)
-    root = tree.root
-    return root.text(separator=" ") if root is not None else ""
-
-
-def _region_text(tree: LexborHTMLParser, region: Region) -> str:
-    """Visible text of the region only: ``ignore``'s matches removed, then the text of
-    ``watch``'s outermost matches (a match inside another is already in its text), joined in
-    document order. Strips invisible elements in place."""
-    strip_invisible(tree)
-    if region.ignore is not None:
+    if region is not None and region.ignore is not None:
         # Innermost first: a match inside another is gone once its ancestor is decomposed.
         for node in reversed(tree.css(region.ignore)):
             node.decompose()
-    if region.watch is None:
+    if region is None or region.watch is None:
         root = tree.root
         return root.text(separator=" ") if root is not None else ""
     matches = tree.css(region.watch)
@@ -212,29 +177,17 @@ def _region_text(tree: LexborHTMLParser, region: Region) -> str:
 def visible_text(html: str, region: Region | None = None) -> str:
     """The text a reader sees (title included; scripts, styles, comments not), one space apart;
     only the region's when one is given."""
-    tree = LexborHTMLParser(html)
-    raw = (
-        _raw_visible_text(tree)
-        if region is None or region.whole_page
-        else _region_text(tree, region)
-    )
-    return " ".join(raw.split())
+    return " ".join(_raw_visible_text(LexborHTMLParser(html), region).split())
 
 
 def _token_counts(text: str) -> Counter[bytes]:
-    """Each lower-cased \\w+ token of ``text``, UTF-8 encoded, with its count.
+    """Each lower-cased \\w+ token of ``text``, UTF-8 encoded, with its count: exactly
+    ``re.findall(r"\\w+", text.lower())`` (a test checks it), without per-word Python work.
 
-    The tokens are exactly ``re.findall(r"\\w+", text.lower())`` (a test checks it against that
-    definition), found without per-word Python work: the UTF-8 bytes get every ASCII non-word
-    character replaced by a space in one ``bytes.translate``, so each ASCII part of the split is
-    one \\w+ token as it stands and Counter counts them in C; only the few parts holding
-    non-ASCII characters (which may hide Unicode punctuation or spaces) go through the regex.
-
-    The same translate lower-cases the ASCII letters, and only the non-ASCII parts are lowered
-    as str (the whole text's str.lower() was a tenth of the page's features): str.lower() never
-    turns a non-ASCII character into ASCII other than a letter, so the parts split where they
-    would in the lowered text. A capital sigma's lower case depends on its neighbours, which
-    may lie across a split: a text holding one is lowered whole first.
+    Each ASCII part of ``_word_bytes`` split is a token, counted in C; only the few parts
+    holding non-ASCII characters (which may hide Unicode punctuation or spaces) are lowered as
+    str and go through the regex. str.lower() turns no non-ASCII character into ASCII but a
+    letter, so the parts split where they would in the lowered text.
     """
     counts: Counter[bytes] = Counter(_word_bytes(text).split())
     unicode_parts = list(filterfalse(bytes.isascii, counts))
@@ -263,37 +216,31 @@ def _unicode_tokens(parts: bytes) -> list[bytes]:
 def text_features(text: str) -> dict[str, int]:
     """Lower-cased word unigrams (regex \\w+) weighted 1 + floor(log2(count)); any whitespace.
 
-    Why unigrams with sublinear weights (Manning et al., IIR section 6.4.1): measured on the seed
-    papers' text with 64-bit simhash at k = 6, raw counts let frequent words dominate the vote, so
-    rewriting an 80-word paragraph of a 600-word page crossed k only 20% of the time; binary
-    weights or word 2-shingles crossed it ~90% of the time but also flagged 10-15% of mere
-    timestamp edits in 300-word pages as changes. Log weights sit between: paragraph rewrites
-    cross k 93% (300 words) / 62% (600 words) of the time, three changed numbers 2% / 0.5%, and
-    on pages above ~1500 words a timestamp never did. Unigrams are also the cheapest features.
+    Why sublinear weights (Manning et al., IIR section 6.4.1), measured at k = 6: with raw
+    counts frequent words dominate the vote and most paragraph rewrites go unseen; binary
+    weights or word 2-shingles see them but also flag many mere timestamp edits. Log weights
+    sit between, and unigrams are the cheapest features.
     """
     # 1 + floor(log2(count)) == count.bit_length().
     return {token.decode(): count.bit_length() for token, count in _token_counts(text).items()}
 
 
 def text_simhash(text: str) -> int:
-    """``simhash64(text_features(text))``: in C when ``crawler.core._speedups`` is built (the
-    tokens' count, hash and vote in one pass, with no dict of features in between), else
-    ``text_simhash_python``. Both give the same fingerprint; a test
-    holds them to it."""
+    """``simhash64(text_features(text))``: in C (count, hash and vote in one pass) when
+    ``crawler.core._speedups`` is built, else ``text_simhash_python``; a test holds the two to
+    the same fingerprint."""
     if _speedups is None:
         return text_simhash_python(text)
     data = _word_bytes(text)
-    # As in _token_counts: only the parts holding non-ASCII characters go through the regex;
-    # their tokens join the ASCII parts' in the count.
+    # As in _token_counts: only the parts holding non-ASCII characters go through the regex.
     unicode_parts = _speedups.non_ascii_parts(data)
     extra = _unicode_tokens(b" ".join(unicode_parts)) if unicode_parts else []
     return _speedups.ascii_simhash(data, extra)
 
 
 def text_simhash_python(text: str) -> int:
-    """``simhash64(text_features(text))``, without building the str-keyed features: the tokens
-    stay bytes and the weights are computed in numpy, which saves decoding every token.
-    """
+    """``simhash64(text_features(text))`` with the tokens kept bytes and the weights computed
+    in numpy (no str-keyed features)."""
     counts = _token_counts(text)
     if not counts:
         return 0
@@ -314,10 +261,8 @@ def parse_page(
     region: Region | None = None,
 ) -> ParsedPage:
     """Decode and parse once; text, features, title, the feeds the page announces, and
-    out-links when `page_url` is given.
-
-    With a ``region`` the text and features are the region's; the title and links stay the
-    whole page's (a window grows through every link, watched or not)."""
+    out-links when `page_url` is given. With a ``region`` the text and features are the
+    region's; the title and links stay the whole page's (a window grows through every link)."""
     tree = LexborHTMLParser(parser_input(body, content_type))
     title_node = tree.css_first("title")
     title = " ".join(title_node.text().split()) if title_node is not None else None
@@ -328,11 +273,7 @@ def parse_page(
     )
     feeds = feed_hrefs(tree)
     # After the links: stripping removes <noscript>, which may hold links.
-    raw_text = (
-        _raw_visible_text(tree)
-        if region is None or region.whole_page
-        else _region_text(tree, region)
-    )
+    raw_text = _raw_visible_text(tree, region)
     return ParsedPage(
         raw_text=raw_text, simhash=text_simhash(raw_text), title=title or None, links=links,
         feeds=feeds,

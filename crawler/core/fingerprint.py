@@ -5,10 +5,6 @@ from the stored one (Grimes & O'Brien 2008; docs/MODEL.md section 1). Bytes that
 the simhash moved by fewer than k bits are a *cosmetic* change (a timestamp, a counter):
 recorded, not counted. A page watched exactly (``crawler watch --exact``) changed when the
 hash of its visible text (``text_hash``) did, however few bits the simhash moved.
-
-`simhash64` gives exactly `simhash.Simhash(features, f=64, hashfunc=h).value` (simhash 2.1.2) for
-non-negative weights, but votes all features at once with numpy instead of one Python iteration
-per feature.
 """
 
 from __future__ import annotations
@@ -24,7 +20,6 @@ import numpy.typing as npt
 HashFunc = Callable[[bytes], bytes | int]
 """Feature hash: UTF-8 bytes -> digest (the last 8 bytes are used) or int (masked to 64 bits)."""
 
-FINGERPRINT_BITS: Final = 64
 CHANGE_THRESHOLD_BITS: Final = 6  # Grimes & O'Brien 2008: "6 or more bits different"
 
 _MASK64: Final = (1 << 64) - 1
@@ -37,13 +32,11 @@ _FMIX_C2: Final = 0xC4CEB9FE1A85EC53
 def crc32_fmix64(data: bytes) -> bytes:
     """Default feature hash: 8 big-endian bytes of MurmurHash3's fmix64 applied to crc32(data).
 
-    Why not md5/blake2b: in CPython each hashlib call creates an object, and at one call per
-    token that dominated the per-page cost; zlib.crc32 creates none, and `simhash64` runs the
-    mixing for all features at once in numpy. fmix64 is a bijection with full avalanche, so it
-    spreads the checksum over all 64 bits independently enough for Charikar's per-bit vote;
-    two tokens of one page share a crc32 with probability ~n²/2**33 (1e-4 for 1,000 tokens),
-    which only merges their votes. Stable across processes, versions and platforms (crc32 is
-    standardised), unlike Python's salted `hash()`. Never change it: stored fingerprints
+    Not md5/blake2b: a hashlib object per token dominated the per-page cost, while zlib.crc32
+    creates none and `simhash64` mixes all features at once in numpy. fmix64 is a bijection
+    with full avalanche, so it spreads the checksum over all 64 bits for Charikar's per-bit
+    vote; two tokens sharing a crc32 (~n²/2**33) only merge their votes. Stable across
+    processes, versions and platforms, unlike `hash()`. Never change it: stored fingerprints
     depend on it.
     """
     key = zlib.crc32(data)
@@ -81,8 +74,7 @@ def _digest_bytes(encoded: list[bytes], hashfunc: HashFunc) -> npt.NDArray[np.ui
     digests = list(map(hashfunc, encoded))
     if isinstance(digests[0], int):
         # simhash.Simhash masks integer digests to f bits and writes them big-endian.
-        masked = [int(digest) & _MASK64 for digest in digests]
-        as_u64 = np.fromiter(masked, dtype=np.uint64, count=count)
+        as_u64 = np.fromiter((int(d) & _MASK64 for d in digests), dtype=np.uint64, count=count)
         return as_u64.astype(">u8").view(np.uint8).reshape(count, 8)
     lengths = set(map(len, digests))  # type: ignore[arg-type]
     if min(lengths) < 8:
@@ -98,10 +90,8 @@ def _digest_bytes(encoded: list[bytes], hashfunc: HashFunc) -> npt.NDArray[np.ui
 def _keys_and_weights(
     features: Mapping[str, float] | Iterable[str] | Iterable[tuple[str, float]],
 ) -> tuple[list[str], npt.NDArray[np.float64] | None]:
-    """Split features into keys and float64 weights (None: every weight is 1).
-
-    float64 holds integer weights exactly up to 2**53, so integer totals compare exactly.
-    """
+    """Split features into keys and float64 weights (None: every weight is 1); float64 holds
+    integer weights exactly up to 2**53, so integer totals compare exactly."""
     if isinstance(features, Mapping):
         keys = list(features.keys())
         weights = np.fromiter(features.values(), dtype=np.float64, count=len(keys))
@@ -109,16 +99,10 @@ def _keys_and_weights(
         items = list(features)
         if all(isinstance(item, str) for item in items):
             return items, None  # type: ignore[return-value]
-        keys = []
-        weight_list: list[float] = []
-        for item in items:
-            if isinstance(item, str):
-                keys.append(item)
-                weight_list.append(1.0)
-            else:
-                keys.append(item[0])
-                weight_list.append(float(item[1]))
-        weights = np.array(weight_list, dtype=np.float64)
+        pairs = [(item, 1.0) if isinstance(item, str) else (item[0], float(item[1]))
+                 for item in items]
+        keys = [key for key, _ in pairs]
+        weights = np.array([weight for _, weight in pairs], dtype=np.float64)
     if weights.size and float(weights.min()) < 0:
         raise ValueError("feature weights must be non-negative")
     return keys, weights
@@ -128,14 +112,13 @@ def simhash64(
     features: Mapping[str, float] | Iterable[str] | Iterable[tuple[str, float]],
     hashfunc: HashFunc = DEFAULT_HASH,
 ) -> int:
-    """Charikar's simhash of weighted features, as an unsigned 64-bit int.
+    """Charikar's simhash of weighted features, as an unsigned 64-bit int (0 for none).
 
     Each feature's 64-bit hash votes its weight for every bit it has set; bit b of the result is
-    1 when its votes exceed half the total weight, i.e. when the +w/-w vote sum is positive
-    (Charikar 2002; docs/MODEL.md section 1). Identical to `simhash.Simhash(features, f=64,
-    hashfunc=hashfunc).value` for non-negative weights; that package also overflows on integer
-    weights > 255 under numpy 2, which this function handles. Bare strings weigh 1.
-    An empty feature set gives 0.
+    1 when its votes exceed half the total weight (Charikar 2002; docs/MODEL.md section 1).
+    Equal to `simhash.Simhash(features, f=64, hashfunc=hashfunc).value` (simhash 2.1.2) for
+    non-negative weights, but voted at once in numpy, and without that package's overflow on
+    integer weights > 255 under numpy 2. Bare strings weigh 1.
     """
     keys, weights = _keys_and_weights(features)
     if not keys:
@@ -148,10 +131,7 @@ def simhash64_encoded(
     weights: npt.NDArray[np.float64] | None,
     hashfunc: HashFunc = DEFAULT_HASH,
 ) -> int:
-    """`simhash64` of features already UTF-8 encoded, with their weights (None: all 1).
-
-    The fetch path's entry: its tokens are bytes from the start, so decoding them to str keys
-    only for `simhash64` to encode them again was wasted work."""
+    """`simhash64` of features already UTF-8 encoded, with their weights (None: all 1)."""
     if not encoded:
         return 0
     digest_bytes = _digest_bytes(encoded, hashfunc)
@@ -179,23 +159,18 @@ def content_hash(body: bytes) -> bytes:
     """Exact hash of the body (SHA-1, 20 bytes), to tell cosmetic changes from identical
     fetches.
 
-    SHA-1 because it is the WARC payload digest's hash: a page stored whole is hashed once,
-    the digest coming from this value (``crawler.store.base.Capture.payload_sha1``). It is also
-    the cheapest of hashlib's where the CPU has SHA instructions. Nothing here needs collision
-    resistance against an adversary: a page that forged a collision with its own previous
-    version would only have its change counted as none, which serving the same bytes achieves
-    anyway.
+    SHA-1 because it is the WARC payload digest's hash, so a page stored whole is hashed once
+    (``crawler.store.base.Capture.payload_sha1``). No collision resistance is needed: a page
+    that forged a collision with its previous version would only have its change counted as
+    none, which serving the same bytes achieves anyway.
     """
     return hashlib.sha1(body).digest()
 
 
 def same_content(stored: bytes | None, exact: bytes, body: bytes) -> bool:
     """Whether ``body`` (whose ``content_hash`` is ``exact``) is the version ``stored`` hashed.
-
-    A stored hash of 16 bytes was written before the content hash became SHA-1: it is
-    compared as what it is (BLAKE2b-128 of the body), so that the first fetch after an upgrade
-    does not take every unchanged page for a changed one.
-    """
+    A 16-byte stored hash is the legacy BLAKE2b-128 and compared as such, so that an upgrade
+    does not take every unchanged page for a changed one."""
     if stored is None:
         return False
     if len(stored) == LEGACY_CONTENT_HASH_BYTES:
@@ -204,10 +179,8 @@ def same_content(stored: bytes | None, exact: bytes, body: bytes) -> bool:
 
 
 def text_hash(raw_text: str) -> bytes:
-    """Exact hash of visible text with its whitespace normalised (SHA-1 of the words joined by
-    single spaces): what ``crawler watch --exact`` compares. Two versions whose markup differs
-    but whose text reads the same hash alike, so a page re-indented or given a new script is
-    not a change, while any edit of a word, a number included, is."""
+    """SHA-1 of the visible text's words joined by single spaces: what ``crawler watch
+    --exact`` compares, so new markup or scripts are no change but any edited word is."""
     return hashlib.sha1(" ".join(raw_text.split()).encode("utf-8", "surrogatepass")).digest()
 
 

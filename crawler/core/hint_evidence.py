@@ -10,15 +10,12 @@ SQL alone: the classification is a column (docs/MODEL.md, "In the daemon").
 
 A source is a kind of hint in ``url_hints``: ``lastmod`` (sitemaps), ``updated`` and
 ``published`` (feeds), ``ping`` (IndexNow).
-
-Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -27,7 +24,6 @@ from numpy.typing import NDArray
 from crawler.core.budget import host_caps_per_day
 from crawler.core.estimate import DEFAULT_PRIOR, GammaPrior
 from crawler.core.hint_trust import (
-    COMPLETE,
     INFORMATIVE_MIN_HITS,
     STAMPED_NOW_DAYS,
     HintCounts,
@@ -36,27 +32,23 @@ from crawler.core.hint_trust import (
 )
 from crawler.core.model import SECONDS_PER_DAY
 from crawler.core.observed import ObservedObjective, ObservedPlan, solve_observed
-from crawler.core.planning import Sample
+from crawler.core.planning import Sample, sampled_hosts
 from crawler.core.replan import interval_bounds_days
 from crawler.core.schedule import SchedulePolicy
 
 FloatArray = NDArray[np.float64]
 
-SOURCES = ("lastmod", "updated", "published", "ping")
 PING = "ping"
 
 AUDIT_CHANGES = 8.0
 """A completely observed page with no announcement for this many of its mean announcement
-intervals is fetched anyway (the simulator's ``HintedOptimal.AUDIT_CHANGES``): a Poisson page
-stays unchanged that long with probability e^{-8}, so the source has most likely stopped
-announcing, and the fetch tests it. Never later than the page's longest interval."""
+intervals is fetched anyway (a Poisson page stays unchanged that long with probability e^{-8}:
+the source has most likely stopped announcing). Never later than the page's longest interval."""
 
 UNPROVEN_PING_TESTS = INFORMATIVE_MIN_HITS
 """Pings from a host whose pings were tested on fewer announced fetch intervals than this are
 taken at their word (the URL is due): the site proved it owns the key, and the fetch that
-follows a ping is what tests it. ``assess`` needs five announced changes found before it calls
-a source informative, so a host that pings truthfully is judged after its first pings; one
-whose pings turn out false is ignored once they have been tested as often."""
+follows a ping tests it, as often as ``assess`` needs before it judges a source."""
 
 STAMPED_NOW_SECONDS = STAMPED_NOW_DAYS * SECONDS_PER_DAY
 
@@ -74,10 +66,7 @@ def assessed(counts: HintCounts) -> HintTrust:
     """``assess`` of the tests alone (the dates left out): what ``hint_trust.tested_class``
     stores. The "now" rule over the dates is the table's generated ``classification``, the same
     rule ``assess`` applies first, so the column equals ``assess`` of all the counts."""
-    return assess(HintCounts(
-        counts.hits, counts.false_alarms, counts.misses, counts.quiet,
-        counts.expected_hinted, counts.expected_silent,
-    ))
+    return assess(replace(counts, dates=0, stamped_now=0))
 
 
 def announced_rate_per_day(
@@ -100,62 +89,24 @@ def ping_unproven(counts: HintCounts) -> bool:
     return counts.hits + counts.false_alarms < UNPROVEN_PING_TESTS
 
 
-@dataclass(frozen=True, slots=True)
-class SourceTrust:
-    """One source of a URL's hints, as ``crawler explain`` shows it."""
-
-    source: str
-    counts: HintCounts
-    trust: HintTrust
-    classification: str  # the stored one (hint_trust.classification)
-    announced: int  # announcements of this URL since its hints are watched
-    announced_rate_per_day: float
-
-
-def is_complete(sources: list[SourceTrust]) -> bool:
-    return any(s.classification == COMPLETE for s in sources)
-
-
-def finite_or_none(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
 def solve_sample_observed(
-    sample: Sample,
-    rates: FloatArray,
-    complete: NDArray[np.bool_],
-    complete_rates: FloatArray,
-    budget_per_day: float,
-    policy: SchedulePolicy,
-    politeness_delay: float,
+    sample: Sample, rates: FloatArray, complete: NDArray[np.bool_], complete_rates: FloatArray,
+    budget_per_day: float, policy: SchedulePolicy, politeness_delay: float,
 ) -> ObservedPlan:
     """μ for the planner's sample with its completely observed pages planned as such
     (``crawler.core.observed.solve_observed``), scaled as ``crawler.core.planning.solve_sample``
     scales the budget and the hosts' politeness caps. ``rates``: the sampled URLs' change rates
     as their fetches estimate them; ``complete_rates``: for the complete ones, the rate of their
     announcements, which replaces it (docs/MODEL.md section 9.1)."""
-    size = sample.host_ids.size
-    fraction = min(1.0, size / max(sample.population, 1.0))
+    fraction, host_index, delays = sampled_hosts(sample, politeness_delay)
     change_rates = np.where(complete, complete_rates, rates)
-    _, first, host_index = np.unique(sample.host_ids, return_index=True, return_inverse=True)
-    crawl_delays = sample.crawl_delays[first]
-    delays = np.where(
-        np.isnan(crawl_delays), politeness_delay, np.maximum(crawl_delays, politeness_delay)
-    )
     shortest, longest = interval_bounds_days(
-        policy, size, sample.own_min_seconds, sample.own_max_seconds
+        policy, sample.host_ids.size, sample.own_min_seconds, sample.own_max_seconds
     )
     objective: ObservedObjective = (
         "harmonic" if policy.settings.objective == "harmonic" else "freshness")
     return solve_observed(
-        change_rates,
-        sample.importance,
-        complete,
-        budget_per_day * fraction,
-        objective,
-        min_interval_days=shortest,
-        max_interval_days=longest,
-        host_ids=host_index,
-        host_caps_per_day=host_caps_per_day(delays / fraction),
-        mu_hint=policy.mu,
+        change_rates, sample.importance, complete, budget_per_day * fraction, objective,
+        min_interval_days=shortest, max_interval_days=longest, host_ids=host_index,
+        host_caps_per_day=host_caps_per_day(delays / fraction), mu_hint=policy.mu,
     )

@@ -1,98 +1,34 @@
 """How far a site's change hints can be trusted, learned from the crawler's own fetches.
 
-docs/MODEL.md section 9.2. A hint source (a sitemap's ``lastmod``, a feed's dates, pings) is
-judged per (site, source). Every fetch of a page the source covers is a test of it: over the
-fetch interval (a, b], did the source announce a change (a hint dated inside (a, b], counted
-once the announcements that were late have had time to arrive), and did the fingerprint see
-one? A changed interval is no test of a source that dates only a page's last change
-(``lastmod``, a feed's ``updated``) when it dates none inside the interval but already one
-after it: the change inside may have had its date overwritten before the file was read.
-Four counts follow:
+docs/MODEL.md section 9.2 derives the rules and their thresholds; in short: a hint source (a
+sitemap's ``lastmod``, a feed's dates, pings) is judged per (site, source). Every fetch of a
+page the source covers is a test of it over the fetch interval (a, b]: did the source announce
+a change dated inside it, and did the fingerprint see one? (A changed interval is no test of a
+source that dates only a page's last change when it dates none inside but already one after
+it: the date of the change inside may have been overwritten before the file was read.) Four
+counts follow: ``hits`` (announced, changed), ``false_alarms`` (announced, unchanged),
+``misses`` (changed, silent) and ``quiet`` (neither); under a uniform Beta(1, 1) prior they
+give Beta posteriors of precision π, recall R and false-alarm probability φ.
 
-- ``hits``: announced and changed;
-- ``false_alarms``: announced, unchanged;
-- ``misses``: changed without an announcement;
-- ``quiet``: neither.
+Each test also adds p₀, the chance of a change in the interval under the null hypothesis of a
+source whose announcements come as often as they do but at random moments
+(``null_changed_probability``), to ``expected_hinted`` or ``expected_silent``: pooled counts
+alone are confounded, since fast pages and long intervals bring both more changes and more
+announcements. The crawler's working rate would not do for p₀: shrunk toward the population,
+it understates exactly the fast pages on which announcements concentrate.
 
-Under a uniform Beta(1, 1) prior they give Beta posteriors of the source's
-
-- precision π = P(changed | announced): Beta(1 + hits, 1 + false_alarms);
-- recall R = P(announced | changed): Beta(1 + hits, 1 + misses);
-- false-alarm probability φ = P(announced | unchanged): Beta(1 + false_alarms, 1 + quiet).
-
-Each test also adds a probability p₀ = 1 − e^{−λ t} of a change in the interval (t its length)
-to ``expected_hinted`` or ``expected_silent``. That is the calibration the counts alone lack:
-fast pages and long intervals bring both more changes and more announcements from a source
-that knows nothing of when the changes happen, so pooled over a site's pages such a source
-shows recall above its false-alarm probability, and precision above the base rate. What it
-cannot show is announced intervals changing more often than p₀. The caller computes p₀ with
-``null_changed_probability``, under the null hypothesis of a source whose announcements come
-as often as they do but at random moments: then announcements and changes are two independent
-Poisson processes of one rate λ, and both inform it. Starting from the scale-free Jeffreys
-prior λ^{−½}, the N announcements over T days watched give Gamma(N + ½, T), and the page's
-fetch record before the interval (changed and unchanged intervals, the likelihood of
-docs/MODEL.md section 2) updates that; p₀ = 1 − e^{−λ̂ t} at the posterior mean λ̂, which by
-Jensen's inequality is a little above the posterior predictive: the test errs toward distrust.
-Not the crawler's working rate: that is shrunk toward the population, and understates exactly
-the fast pages on which announcements concentrate; so does any population prior early in a
-crawl (under the default Gamma(0.5, 15 days) a page announcing hourly still looks weekly after
-its first day, and random sources passed as informative on the fast population). The fetch
-record is what lets a truthful source on slow pages be trusted quickly: months of unchanged
-fetches say an announced change is a surprise, where one announcement alone would say the page
-is as fast as one change over the days watched.
-
-The source is classified (``assess``):
-
-- **ignored** when its dates are the moment they were read (``lastmod`` = now on every read:
-  every "announcement" is vacuous), or when it is not shown informative;
-- **complete** (every change announced, nothing else: crawler.core.observed plans its pages as
-  completely observed) when it is informative and, with posterior probability at least 0.8,
-  recall is at least 0.9 and each of precision and 1 − φ at least 0.75;
-- **noisy** when it is informative without being complete: a hint raises the probability that
-  the page changed (crawler.core.observed.changed_probability) and silence lowers it.
-
-"Informative" asks for at least five announced changes found, and a precision whose 0.1% lower
-credible bound exceeds the mean p₀ of the announced intervals: announced intervals change
-credibly more often than the Poisson model alone predicted for them. A source with random dates
-has a precision equal to that mean, whatever the pages' rates, and does not pass however long
-it is watched; one that always says "changed" announces every interval, and its precision is
-the base rate, which is that mean too. The bound is strict because the test is repeated after
-every fetch (a 5% bound, checked hundreds of times, lets a random source through now and then)
-and because p₀ comes from rates shrunk toward the population: early in a crawl they understate
-the fast pages, where both changes and random announcements concentrate. A source whose dates
-are right passes at once all the same: five hits and no false alarm put the bound at
-0.001^{1/6} = 0.32, above the p₀ of intervals that change one time in three or less, and each
-further hit raises it (30 hits for intervals that change 80% of the time). The five hits keep a
-source that has announced nothing from passing on a precision known only from its prior.
-
-Why the complete thresholds. A complete page is fetched only after announcements, so it is
-fresh a share R of the time: every change the source misses stays stale until the next one it
-announces. The alternative is not blind fetching but the noisy treatment, which keeps the blind
-fetches and adds the announcements; complete pays only when R is close to 1, above what the
-blind optimum gives a page anyway (0.84 to 0.96 in docs/MODEL.md section 5's table), hence 0.9.
-A false alarm costs a fetch, not freshness, hence the laxer 0.75 for precision and 1 − φ. Once
-complete, a page is fetched after its announcements, so misses show only when a fetch finds an
-unannounced change, rarely: the bar has to hold before trust, it is not corrected much after.
-With no error seen, n confirmations give P(θ ≥ ℓ) = 1 − ℓ^{n+1}: **fifteen** announced changes
-found for recall (1 − 0.9^{16} = 0.81; fourteen give 0.79) and **five** for precision and five
-silences over unchanged intervals (1 − 0.75^6 = 0.82; four give 0.76). In practice the
-informativeness test below asks for as many or more on most sites. Trust is reassessed at every
-test and falls the moment the posterior does: a complete page whose source misses or cries wolf
-returns to the incomplete-observation schedule at once.
-
-The "now" test comes from the credible Last-Modified test (docs/MODEL.md section 2.4): a date
-within two minutes of the moment it was read is "stamped now"; once at least four dates have
-been read and 90% of them are stamped so, the source is ignored whatever the counts say. It
-finds such a site out in four reads, before a single test has been counted.
-
-Pure: no I/O, no clock.
+``assess`` classifies the source: **ignored** when its dates are the moment they were read, or
+when it is not shown informative (announced intervals change credibly more often than p₀
+predicts); **complete** (crawler.core.observed plans its pages as completely observed) when
+informative and recall, precision and 1 − φ are credibly high; **noisy** otherwise: a hint
+raises the probability that the page changed and silence lowers it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -114,7 +50,8 @@ COMPLETE_CREDIBILITY = 0.8
 INFORMATIVE_QUANTILE = 0.001
 """Informative when precision's lower 0.1% bound exceeds the announced intervals' mean p₀ ..."""
 INFORMATIVE_MIN_HITS = 5
-"""... and at least this many announced changes were found."""
+"""... and at least this many announced changes were found (so that a source that announced
+nothing cannot pass on a precision known only from its prior)."""
 STAMPED_NOW_DAYS = 120.0 / 86400.0
 """A date this close to the moment it was read is "now" (as the Last-Modified test uses)."""
 STAMPED_NOW_SHARE = 0.9
@@ -154,11 +91,7 @@ class HintCounts:
     def dated(self, claimed_days: float, read_at_days: float) -> HintCounts:
         """The counts after reading one date from the source at ``read_at_days``."""
         stamped = abs(read_at_days - claimed_days) <= STAMPED_NOW_DAYS
-        return HintCounts(
-            self.hits, self.false_alarms, self.misses, self.quiet,
-            self.expected_hinted, self.expected_silent,
-            self.dates + 1, self.stamped_now + stamped,
-        )
+        return replace(self, dates=self.dates + 1, stamped_now=self.stamped_now + stamped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,15 +111,15 @@ def prior_changed_probability(change_rate_per_day: float, interval_days: float) 
 
 
 def null_changed_probability(
-    announcements: int,
-    watched_days: float,
-    interval_days: float,
+    announcements: int, watched_days: float, interval_days: float,
     history: ChangeHistory | None = None,
 ) -> float:
     """p₀ under the null hypothesis (announcements as frequent as they are, at random moments):
     the chance of a change in an interval of t days, 1 − e^{−λ̂ t}, with λ̂ the posterior mean
     from the Jeffreys prior, the page's N announcements over T days watched (Gamma(N + ½, T))
-    and its fetch record before the interval (``history``), as the module's docstring derives."""
+    and its fetch record before the interval (``history``), as docs/MODEL.md 9.2 derives. The
+    record is what lets a truthful source on slow pages be trusted quickly: months of unchanged
+    fetches say an announced change is a surprise."""
     if interval_days <= 0.0:
         return 0.0
     prior = GammaPrior(announcements + 0.5, max(watched_days, interval_days))
@@ -234,7 +167,7 @@ def stamped_now(counts: HintCounts) -> bool:
 
 def informative(counts: HintCounts) -> bool:
     """Whether announced intervals change credibly more often than the Poisson model expected
-    of them (the module docstring)."""
+    of them (docs/MODEL.md section 9.2)."""
     announced = counts.hits + counts.false_alarms
     if counts.hits < INFORMATIVE_MIN_HITS or announced == 0:
         return False
@@ -243,8 +176,7 @@ def informative(counts: HintCounts) -> bool:
 
 
 def assess(counts: HintCounts) -> HintTrust:
-    """Classify a source from its tests (the rules and their reasons are in the module's
-    docstring): ignored, complete or noisy."""
+    """Classify a source from its tests: ignored, complete or noisy (docs/MODEL.md 9.2)."""
     precision = _mean(counts.hits, counts.false_alarms)
     recall = _mean(counts.hits, counts.misses)
     false_alarm = _mean(counts.false_alarms, counts.quiet)

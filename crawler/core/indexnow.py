@@ -1,35 +1,26 @@
 """IndexNow pings (issue 38): the protocol's requests read and checked, and the receiver's
 per-host state, pure (no I/O, no clock: every time is an argument).
 
-The protocol, as indexnow.org/documentation specifies it:
-
-- one URL: ``GET /indexnow?url=URL&key=KEY[&keyLocation=URL]``; a set of URLs: ``POST
-  /indexnow`` with a JSON body ``{"host": ..., "key": ..., "keyLocation": ...,
-  "urlList": [...]}``, at most 10,000 URLs, http and https mixed if need be;
-- the key is 8 to 128 characters of ``a-z``, ``A-Z``, ``0-9`` and ``-``; the site proves it
-  owns the host by serving a UTF-8 text file holding the key, at ``{host}/{key}.txt`` or at
-  ``keyLocation`` on the same host, in which case only URLs under that file's folder may be
-  submitted with it;
-- answers: 200 OK, 202 Accepted (URLs received, key validation pending), 400 Bad request
-  (invalid format), 403 Forbidden (key not valid: file not found, or found without the
-  key), 422 Unprocessable Entity (URLs that do not belong to the host, or a key that does
-  not match the protocol's schema), 429 Too Many Requests (potential spam).
+The protocol (indexnow.org/documentation): one URL by ``GET /indexnow?url=URL&key=KEY
+[&keyLocation=URL]``, up to 10,000 by ``POST /indexnow`` with a JSON body. The site proves
+it owns the host by serving a UTF-8 text file holding the key, at ``{host}/{key}.txt`` or at
+``keyLocation`` on the same host (then only URLs under that file's folder may be submitted
+with it). Answers: 200, 202 (key validation pending), 400 (invalid format), 403 (key not
+valid), 422 (URLs off the host, or a key not of the protocol's form), 429 (potential spam).
 
 What this receiver adds, and why:
 
 - A host is ``name[:port]`` as normalised URLs spell it, so that a site on a non-default port
-  (or on loopback, in tests) can be pinged; the key file is read from the origin (scheme,
-  host, port) of ``keyLocation``, else of the first URL: that origin is the crawler's host,
-  whose politeness the key check obeys.
+  (or on loopback, in tests) can be pinged; the key file is read from the origin of
+  ``keyLocation``, else of the first URL: the crawler's host, whose politeness the key check
+  obeys.
 - A host the collection does not hold is refused with 403, not 422: the request is
-  well-formed and its URLs do belong to the host it names (422 would send the sender looking
-  for a mistake in its URLs); this receiver refuses to act for that host, which is what 403
-  Forbidden says in HTTP. It is refused before any request to the host.
+  well-formed (422 would send the sender looking for a mistake in its URLs), but this
+  receiver refuses to act for that host, before any request to it.
 - Floods are cut per host by a token bucket (``take``), before the database or the network
   is asked anything; the 429 carries when the next token comes (``Retry-After``).
-- A key is checked by fetching its file at most once per host per ``check_interval`` (a new
-  or wrong key, whatever the key), and a key found valid is trusted for ``valid_for``
-  (``key_verdict``, ``key_checked``): a flood of wrong keys costs one fetch per interval.
+- A key file is fetched at most once per host per ``check_interval``, whatever the key, and a
+  key found valid is trusted for ``valid_for`` (``key_verdict``, ``key_checked``).
 """
 
 from __future__ import annotations
@@ -44,8 +35,7 @@ from urllib.parse import urlsplit
 from crawler.core.hostid import origin_of
 from crawler.core.links import DEFAULT_PORTS, normalize_url
 
-# indexnow.org/documentation: "You can submit up to 10,000 URLs per post".
-MAX_URLS: Final = 10_000
+MAX_URLS: Final = 10_000  # indexnow.org: "You can submit up to 10,000 URLs per post"
 KEY_PATTERN: Final = re.compile(r"[A-Za-z0-9-]{8,128}")
 # A key file holds the key and nothing else: a few bytes more than the longest key (a byte
 # order mark, a line break) are read, anything longer is not a key file.
@@ -53,27 +43,19 @@ KEY_FILE_MAX_BYTES: Final = 1024
 # The source of the hints a ping leaves in url_hints.
 HINT_SOURCE: Final = "indexnow"
 
-# The protocol's answers.
-OK: Final = 200
-ACCEPTED: Final = 202
-BAD_REQUEST: Final = 400
-FORBIDDEN: Final = 403
-UNPROCESSABLE: Final = 422
-TOO_MANY_REQUESTS: Final = 429
-# Not the protocol's: the receiver cannot answer now (database away, shutting down).
-UNAVAILABLE: Final = 503
-
-# Outcomes, the label of crawler_indexnow_pings_total, and the status each is answered with.
+# Outcomes, the label of crawler_indexnow_pings_total, and the status each is answered with:
+# the protocol's answers (see the module), and 503, not the protocol's, when the receiver
+# cannot answer now (database away, shutting down).
 OUTCOME_STATUS: Final[Mapping[str, int]] = {
-    "accepted": OK,
-    "pending": ACCEPTED,
-    "invalid": BAD_REQUEST,
-    "wrong_key": FORBIDDEN,
-    "unknown_host": FORBIDDEN,
-    "outside_host": UNPROCESSABLE,
-    "bad_key": UNPROCESSABLE,
-    "rate_limited": TOO_MANY_REQUESTS,
-    "unavailable": UNAVAILABLE,
+    "accepted": 200,
+    "pending": 202,
+    "invalid": 400,
+    "wrong_key": 403,
+    "unknown_host": 403,
+    "outside_host": 422,
+    "bad_key": 422,
+    "rate_limited": 429,
+    "unavailable": 503,
 }
 
 # A host as a ping may name it: no path, query, fragment, credentials or white space.
@@ -82,8 +64,8 @@ _HOST_TEXT: Final = re.compile(r"[^/?#@\s\\]{1,260}")
 
 @dataclass(frozen=True, slots=True)
 class Ping:
-    """A well-formed ping: the host (``name[:port]``), the key, the key file's URL given
-    (``key_location``, normalised) and the URLs (normalised, each once, in order)."""
+    """A well-formed ping: the host (``name[:port]``), the key, ``keyLocation`` and the URLs
+    (normalised, each once, in order)."""
 
     host: str
     key: str
@@ -160,8 +142,7 @@ def _folder(url: str) -> str:
 
 def check(host: str, key: str, key_location: str | None, urls: list[str]) -> Ping | Refusal:
     """The ping, or why it is refused: a malformed URL, host or key location is 400; a key
-    that is not the protocol's and URLs off the host (or outside the key file's folder) are
-    422, as the protocol says."""
+    not of the protocol's form and URLs off the host (or outside the key file's folder) 422."""
     if not urls:
         return _invalid("no URL given")
     if len(urls) > MAX_URLS:
@@ -209,8 +190,7 @@ def read_get(params: Mapping[str, str]) -> Ping | Refusal:
 
 
 def read_post(body: bytes) -> Ping | Refusal:
-    """``POST /indexnow``: a JSON object with host, key, urlList and an optional
-    keyLocation."""
+    """``POST /indexnow``: a JSON object with host, key, urlList and an optional keyLocation."""
     try:
         data = json.loads(body.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -283,9 +263,8 @@ NEVER: Final = float("-inf")
 
 @dataclass(frozen=True, slots=True)
 class KeyState:
-    """What the receiver knows of a host's keys: the key (with its file's URL) last found
-    valid and until when it is trusted, and when the host's key file was last fetched for
-    any other key."""
+    """A host's key (with its file's URL) last found valid, until when it is trusted, and
+    when the host's key file was last fetched for any other key."""
 
     verified: tuple[str, str] | None = None
     verified_until: float = NEVER
@@ -298,13 +277,12 @@ KeyVerdict = Literal["valid", "check", "refuse"]
 def key_verdict(
     state: KeyState | None, key: str, key_url: str, now: float, *, check_interval: float
 ) -> KeyVerdict:
-    """What a ping with ``key`` (its file at ``key_url``) needs: nothing (``valid``, the key
-    was verified and is still trusted), a fetch of the key file (``check``), or a refusal
-    without one (``refuse``): a key not verified, when the host's key file was fetched less
-    than ``check_interval`` ago. That is what makes a flood of wrong keys, each a different
-    file, cost one fetch per interval. The key last verified is checked again once its trust
-    lapses, whatever other keys were tried meanwhile: a wrong key sent now and then cannot
-    lock the site's own key out."""
+    """What a ping with ``key`` (its file at ``key_url``) needs: nothing (``valid``: verified
+    and still trusted), a fetch of the key file (``check``), or a refusal without one
+    (``refuse``: not verified, and the host's key file was fetched less than
+    ``check_interval`` ago, so a flood of wrong keys costs one fetch per interval). The key
+    last verified is checked again once its trust lapses, whatever other keys were tried
+    meanwhile: a wrong key sent now and then cannot lock the site's own key out."""
     if state is None:
         return "check"
     if state.verified == (key, key_url):
@@ -333,10 +311,6 @@ def key_checked(
 
 def due_after_ping(now: float) -> float:
     """When a URL named by a ping with a verified key is due: now, so that it is fetched as
-    soon as its host's politeness allows (the host's clock, not this time, times the request).
-
-    The one place where trust in a site's pings will gate their effect (issue 38's trust
-    learned per site and source): a ping from a site whose pings proved unreliable would
-    leave the URL's schedule alone, or bring it forward only as far as the evidence
-    warrants."""
+    soon as its host's politeness allows. The one place where trust in a site's pings would
+    gate their effect (issue 38)."""
     return now

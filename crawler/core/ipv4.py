@@ -61,10 +61,8 @@ def numeric_ipv4(host: str) -> ipaddress.IPv4Address | None:
     *leading, last = numbers
     if any(value > 255 for value in leading) or last >= 256 ** (5 - len(numbers)):
         raise ValueError(f"IPv4 address out of range: {host!r}")
-    address = last
-    for index, value in enumerate(leading):
-        address += value << (8 * (3 - index))
-    return ipaddress.IPv4Address(address)
+    return ipaddress.IPv4Address(
+        last + sum(value << (8 * (3 - index)) for index, value in enumerate(leading)))
 
 
 def parse_ipv4(host: str) -> ipaddress.IPv4Address | None:

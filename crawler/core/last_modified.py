@@ -14,11 +14,7 @@ period detector gets each change dated to the minute (``crawler.core.observe``).
 
 from __future__ import annotations
 
-from crawler.core.estimate import (
-    LastModifiedHistory,
-    last_modified_is_credible,
-    last_modified_rate,
-)
+from crawler.core.estimate import LastModifiedHistory, last_modified_is_credible, last_modified_rate
 from crawler.core.model import SECONDS_PER_DAY, UrlRecord
 
 # (Last-Modified, fetched at) pairs kept per URL for the credibility test, in POSIX days.
@@ -31,10 +27,7 @@ _NO_DATES = LastModifiedHistory()
 
 
 def observe_last_modified(
-    record: UrlRecord,
-    fetched_at: float,
-    last_modified: float | None,
-    interval_days: float,
+    record: UrlRecord, fetched_at: float, last_modified: float | None, interval_days: float,
     changed: bool,
 ) -> tuple[LastModifiedHistory, tuple[float, ...]]:
     """The URL's Last-Modified statistics and evidence after a content fetch.
@@ -48,11 +41,8 @@ def observe_last_modified(
     previous = record.last_modified
     if previous is not None and changed != (last_modified > previous):
         return _NO_DATES, ()
-    evidence = (
-        *record.last_modified_evidence_days,
-        last_modified / SECONDS_PER_DAY,
-        fetched_at / SECONDS_PER_DAY,
-    )[-2 * MAX_EVIDENCE_PAIRS :]
+    dated = (last_modified / SECONDS_PER_DAY, fetched_at / SECONDS_PER_DAY)
+    evidence = (*record.last_modified_evidence_days, *dated)[-2 * MAX_EVIDENCE_PAIRS :]
     history = record.last_modified_history.observe(
         interval_days, changed, (fetched_at - last_modified) / SECONDS_PER_DAY
     )

@@ -1,32 +1,24 @@
 """Fitting the Weibull distribution of mean lifetimes (t = 1/λ) to what a crawler observed.
 
-Two fits from Brewington & Cybenko (2000):
+The lifetime-based fit of Brewington & Cybenko (2000), section 5, eqs. 12–16. A Poisson page
+with rate λ watched for τ days shows a change with probability 1 − e^{−λτ} (eq. 12), so pages
+that showed changes are a sample biased toward short lifetimes (eqs. 13–14). The paper pools
+the observed intervals and fits their CDF by least squares (eq. 16). We maximise the exact
+per-page likelihood instead: given t, a page with n changes seen in τ days has likelihood
+t^{−n} e^{−τ/t}, so
 
-* Lifetime-based (their section 5, eqs. 12–16). A Poisson page with rate λ watched for τ days
-  shows a change with probability 1 − e^{−λτ} (eq. 12), so pages that showed changes are a
-  sample of the population biased toward short lifetimes (eqs. 13–14). The paper pools the
-  observed intervals and fits their CDF by least squares (eq. 16). We maximise the exact
-  per-page likelihood instead: given t, a page with n changes seen in τ days has likelihood
-  t^{−n} e^{−τ/t} (the change times add nothing to n and τ for a Poisson process), so
+    L_i(σ, θ) = ∫ w(t) t^{−n_i} e^{−τ_i/t} dt                     (all pages), or
+    L_i(σ, θ) = ∫ w(t) t^{−n_i} e^{−τ_i/t} dt / ∫ w(t)(1 − e^{−τ_i/t}) dt   (changed pages
+    only: eq. 14 applied page by page, Z_bias from the page's own span, eq. 13).
 
-      L_i(σ, θ) = ∫ w(t) t^{−n_i} e^{−τ_i/t} dt                     (all pages), or
-      L_i(σ, θ) = ∫ w(t) t^{−n_i} e^{−τ_i/t} dt / ∫ w(t)(1 − e^{−τ_i/t}) dt   (changed pages
-      only: eq. 14 applied page by page, Z_bias from the page's own span, eq. 13).
-
-  Why not the pooled CDF fit: a page contributes about λτ intervals, not 1 − e^{−λτ}, and
-  intervals longer than its span are never seen, so eq. 15 with eq. 14 is still biased.
-  `span_correction=False` drops the normalisation (and the unchanged pages): the naive fit
-  the correction exists for, kept to show its bias.
-* Age-based (section 4, eqs. 8–11): Last-Modified ages of an exponentially growing population
-  (growth rate γ per day) of Poisson pages have CDF G(a) = 1 − e^{−γa} ∫ w(x) e^{−a/x} dx
-  (eq. 9 integrated), fitted to the empirical CDF by least squares at N points (eq. 11).
+Why not the pooled CDF fit: a page contributes about λτ intervals, not 1 − e^{−λτ}, and
+intervals longer than its span are never seen, so eq. 15 with eq. 14 is still biased.
+`span_correction=False` drops the normalisation (and the unchanged pages): the naive fit the
+correction exists for, kept to show its bias.
 
 Goodness of fit: Pearson's χ² of the per-page change counts against the fitted model (each
-page counts once), and for ages the eq. 11 error and the Kolmogorov–Smirnov distance.
-`observed_lifetime_cdf` gives the fitted curve of the paper's Fig. 13 for plots; pooled
-intervals are dominated by the few fastest pages, so we do not test on them.
-
-Pure: no I/O, no clock; randomness only through a passed rng.
+page counts once: pooled intervals are dominated by the few fastest pages).
+`observed_lifetime_cdf` gives the fitted curve of the paper's Fig. 13 for plots.
 """
 
 from __future__ import annotations
@@ -75,18 +67,6 @@ class LifetimeFit:
     chi_square_dof: int
     chi_square_p_value: float
     span_correction: bool
-
-
-@dataclass(frozen=True, slots=True)
-class AgeFit:
-    """Growth rate γ and Weibull (σ, θ) fitted to Last-Modified ages (eqs. 9–11)."""
-
-    growth_rate_per_day: float
-    shape: float
-    scale_days: float
-    squared_error: float  # SE_age of eq. (11)
-    ks_distance: float
-    ages_used: int
 
 
 def weibull_mean(shape: float, scale_days: float) -> float:
@@ -147,9 +127,7 @@ class _PageLikelihood:
         self.spans_days = spans_days
         self.counts = counts
         # log of t^{−n} e^{−τ/t}, pages × nodes; independent of (σ, θ).
-        self.changes = _ShiftedExp(
-            -np.outer(counts, self.log_t) - np.outer(spans_days, inverse_t)
-        )
+        self.changes = _ShiftedExp(-np.outer(counts, self.log_t) - np.outer(spans_days, inverse_t))
         self.no_change = _ShiftedExp(-np.outer(spans_days, inverse_t))
         self.unchanged = counts == 0
 
@@ -244,9 +222,7 @@ def _count_chi_square(
 
 
 def fit_lifetimes(
-    observations: Sequence[PageObservation],
-    *,
-    span_correction: bool = True,
+    observations: Sequence[PageObservation], *, span_correction: bool = True,
     include_unchanged: bool = True,
 ) -> LifetimeFit:
     """Maximum-likelihood Weibull (σ, θ) of mean lifetimes from per-page observations.
@@ -281,9 +257,7 @@ def fit_lifetimes(
     start_scale = float(spans.sum() / max(counts.sum(), 1.0))
     from scipy import optimize  # scipy on first use (see crawler.core)
     result = optimize.minimize(
-        negative_log_likelihood,
-        np.array([0.0, math.log(start_scale)]),
-        method="Nelder-Mead",
+        negative_log_likelihood, np.array([0.0, math.log(start_scale)]), method="Nelder-Mead",
         options={"xatol": 1e-5, "fatol": 1e-7, "maxiter": 2000},
     )
     shape = float(np.clip(math.exp(result.x[0]), *_SHAPE_BOUNDS))
@@ -292,15 +266,9 @@ def fit_lifetimes(
         likelihood, shape, scale, conditional=not include_unchanged or not span_correction
     )
     return LifetimeFit(
-        shape=shape,
-        scale_days=scale,
-        mean_lifetime_days=weibull_mean(shape, scale),
-        log_likelihood=-float(result.fun),
-        pages_used=len(used),
-        chi_square=chi_square,
-        chi_square_dof=dof,
-        chi_square_p_value=p_value,
-        span_correction=span_correction,
+        shape=shape, scale_days=scale, mean_lifetime_days=weibull_mean(shape, scale),
+        log_likelihood=-float(result.fun), pages_used=len(used), chi_square=chi_square,
+        chi_square_dof=dof, chi_square_p_value=p_value, span_correction=span_correction,
     )
 
 
@@ -352,91 +320,8 @@ def observed_lifetime_cdf(
     return np.asarray(expected_counts / max(expected_total, 1e-300))
 
 
-def age_cdf(
-    ages_days: FloatArray, growth_rate_per_day: float, shape: float, scale_days: float
-) -> FloatArray:
-    """Age CDF of a growing population of Poisson pages: 1 − e^{−γa} ∫ w(x) e^{−a/x} dx.
-
-    Brewington & Cybenko eq. (9): g(a) = ∫ (γ + 1/x) e^{−(γ + 1/x) a} w(x) dx, integrated.
-    """
-    a = np.asarray(ages_days, dtype=np.float64)
-    # Weibull quantile nodes (midpoint rule): smooth in the quantile, cheap for any (σ, θ).
-    nodes = (np.arange(1_000, dtype=np.float64) + 0.5) / 1_000
-    lifetimes = scale_days * (-np.log1p(-nodes)) ** (1.0 / shape)
-    survival = np.exp(-np.outer(a, 1.0 / lifetimes)).mean(axis=1)
-    return np.asarray(1.0 - np.exp(-growth_rate_per_day * a) * survival)
-
-
-def fit_ages(
-    ages_days: Sequence[float] | FloatArray,
-    *,
-    growth_rate_per_day: float | None = None,
-    points: int = 200,
-) -> AgeFit:
-    """Least-squares fit of (γ, σ, θ) to the empirical CDF of Last-Modified ages, eq. (11).
-
-    The CDF is compared at `points` linearly spaced ages (as the paper did) up to the 99th
-    percentile. growth_rate_per_day fixes γ instead of fitting it: γ and short lifetimes
-    both make pages young, and the data separate them poorly.
-    """
-    ages = np.sort(np.asarray(ages_days, dtype=np.float64))
-    ages = ages[np.isfinite(ages) & (ages >= 0)]
-    if ages.size < 10:
-        raise ValueError("need at least 10 ages to fit")
-    check_points = np.linspace(0.0, float(np.quantile(ages, 0.99)), points + 1)[1:]
-    empirical = np.searchsorted(ages, check_points, side="right") / ages.size
-    growth_fixed = growth_rate_per_day
-
-    def unpack(params: FloatArray) -> tuple[float, float, float]:
-        growth = growth_fixed if growth_fixed is not None else float(params[2])
-        return growth, math.exp(float(params[0])), math.exp(float(params[1]))
-
-    def squared_error(params: FloatArray) -> float:
-        growth, shape, scale = unpack(params)
-        model = age_cdf(check_points, growth, shape, scale)
-        return float(np.mean((model - empirical) ** 2))
-
-    start = [0.0, math.log(float(np.mean(ages)) + 1e-9)]
-    bounds = [(math.log(_SHAPE_BOUNDS[0]), math.log(_SHAPE_BOUNDS[1])), (-10.0, 20.0)]
-    if growth_fixed is None:
-        start.append(0.001)
-        bounds.append((0.0, 1.0))
-    from scipy import optimize  # scipy on first use (see crawler.core)
-    best: optimize.OptimizeResult | None = None
-    # A few starting shapes: the error surface has shallow valleys along γ.
-    for start_log_shape in (math.log(0.7), 0.0, math.log(1.5)):
-        start[0] = start_log_shape
-        result = optimize.minimize(
-            squared_error, np.array(start), method="L-BFGS-B", bounds=bounds
-        )
-        if best is None or result.fun < best.fun:
-            best = result
-    assert best is not None
-    growth, shape, scale = unpack(best.x)
-    # KS on a fine grid, interpolated: exact enough, and cheap for many ages.
-    grid = np.linspace(0.0, float(ages[-1]), 2_000)
-    model_at_ages = np.interp(ages, grid, age_cdf(grid, growth, shape, scale))
-    n = ages.size
-    ks = float(
-        max(
-            np.max(np.arange(1, n + 1) / n - model_at_ages),
-            np.max(model_at_ages - np.arange(0, n) / n),
-        )
-    )
-    return AgeFit(
-        growth_rate_per_day=growth,
-        shape=shape,
-        scale_days=scale,
-        squared_error=float(best.fun),
-        ks_distance=ks,
-        ages_used=int(n),
-    )
-
-
 def simulate_observations(
-    spans_days: Sequence[float] | FloatArray,
-    shape: float,
-    scale_days: float,
+    spans_days: Sequence[float] | FloatArray, shape: float, scale_days: float,
     rng: np.random.Generator,
 ) -> list[PageObservation]:
     """Poisson pages with 1/λ ~ Weibull(σ, θ), each watched over its given span.
@@ -448,23 +333,6 @@ def simulate_observations(
         mean_lifetime = scale_days * float(rng.weibull(shape))
         count = int(rng.poisson(span / mean_lifetime))
         times = np.sort(rng.uniform(0.0, span, size=count))
-        observations.append(
-            PageObservation(
-                span_days=float(span),
-                change_count=count,
-                intervals_days=tuple(float(d) for d in np.diff(times)),
-            )
-        )
+        intervals = tuple(float(d) for d in np.diff(times))
+        observations.append(PageObservation(float(span), count, intervals))
     return observations
-
-
-def simulate_ages(
-    count: int,
-    growth_rate_per_day: float,
-    shape: float,
-    scale_days: float,
-    rng: np.random.Generator,
-) -> FloatArray:
-    """Ages of pages in a growing population: exponential with rate γ + 1/t (eq. 8)."""
-    mean_lifetimes = scale_days * rng.weibull(shape, size=count)
-    return np.asarray(rng.exponential(1.0 / (growth_rate_per_day + 1.0 / mean_lifetimes)))

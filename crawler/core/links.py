@@ -39,11 +39,8 @@ _FEED_SELECTOR: Final = 'link[rel~="alternate"][type][href]'
 
 
 class Link(NamedTuple):
-    """An out-link: normalised absolute URL, and whether the page asked not to follow it.
-
-    A NamedTuple rather than a frozen dataclass: pages carry hundreds, and a tuple is much
-    cheaper to build.
-    """
+    """An out-link: normalised absolute URL, and whether the page asked not to follow it
+    (a NamedTuple: pages carry hundreds, and a tuple is cheaper to build than a dataclass)."""
 
     url: str
     nofollow: bool = False
@@ -60,11 +57,9 @@ _FORBIDDEN_DOMAIN: Final = re.compile(r"[\x00-\x20#%/:<>?@\[\\\]^|\x7f]")
 
 
 def _valid_domain(host: str) -> bool:
-    """Whether ``host`` (lower case, IDNA-encoded, percent-decoded) is a valid domain of the
-    WHATWG URL Standard: no forbidden domain code point, and "domain to ASCII" with beStrict
-    (UTS #46 VerifyDnsLength) succeeds: every label 1 to 63 characters (``a..b`` has an
-    empty one), at most 253 in all, one final root dot allowed. Browsers' parsers accept
-    ``a..b``, but no DNS name is spelled so; a frontier row for it could never be fetched."""
+    """Whether ``host`` (lower case, IDNA-encoded, percent-decoded) is a valid WHATWG domain
+    under beStrict: no forbidden code point, labels of 1 to 63 characters, at most 253 in all,
+    one final root dot allowed. Browsers accept ``a..b``, but no such URL could be fetched."""
     if _FORBIDDEN_DOMAIN.search(host):
         return False
     name = host.removesuffix(".")
@@ -73,10 +68,9 @@ def _valid_domain(host: str) -> bool:
 
 def _canonical_host(host: str) -> str:
     """The host as the WHATWG URL Standard's host parser leaves it: percent-encoding undone
-    (when that leaves a plain ASCII name), and a host that ends in a number read as IPv4 and
-    written as the dotted quad (``127.1``, ``0x7f.0.0.1``, ``2130706433``: 127.0.0.1).
-    Raises ``ValueError`` for a host that ends in a number but is no address, and for one
-    that is no valid domain (``_valid_domain``)."""
+    (when that leaves a plain ASCII name), an IPv4 spelling (``127.1``, ``0x7f.0.0.1``) as the
+    dotted quad. ``ValueError`` for a host that ends in a number but is no address, or that
+    is no valid domain."""
     if ":" in host:  # IPv6 literal
         return f"[{host}]"
     if "%" in host:
@@ -98,9 +92,7 @@ def _without_default_port(parts: SplitResult) -> str:
     canonical (``_canonical_host``)."""
     host = _canonical_host(parts.hostname or "")
     port = parts.port  # raises ValueError on a malformed or out-of-range port
-    if port is None or port == DEFAULT_PORTS.get(parts.scheme):
-        return host
-    return f"{host}:{port}"
+    return host if port is None or port == DEFAULT_PORTS.get(parts.scheme) else f"{host}:{port}"
 
 
 # URLs already in normal form, in the plainest shape: lower-case http(s) scheme and ASCII host
@@ -113,10 +105,9 @@ _PLAIN_URL: Final = re.compile(
 
 
 def _already_normal(url: str) -> bool:
-    """Whether ``url`` is its own normal form, decided without parsing it (seeding 10^6 URLs
-    spends most of its Python time in `canonicalize_url` otherwise). False means "not known
-    to be": the full normalisation decides. tests/unit/test_links_fast_path.py holds this to
-    agreeing with the full normalisation."""
+    """Whether ``url`` is its own normal form, decided without parsing it (`canonicalize_url`
+    is slow). False means "not known to be": the full normalisation decides.
+    tests/unit/test_links_fast_path.py holds the two to agreeing."""
     match = _PLAIN_URL.fullmatch(url)
     if match is None or len(url) > MAX_URL_LENGTH:
         return False
@@ -131,8 +122,7 @@ def _already_normal(url: str) -> bool:
             key, equals, value = pair.partition("=")
             if not key or not equals or "=" in value or (key, value) < previous:
                 return False
-            lower = key.lower()
-            if lower in SESSION_ID_PARAMS or lower.startswith(_SESSION_ID_PREFIX):
+            if _is_session_param(key):
                 return False
             previous = (key, value)
     return True
@@ -154,7 +144,6 @@ def normalize_url(url: str) -> str | None:
 
 @lru_cache(maxsize=65_536)
 def _normalize(url: str) -> str | None:
-    """normalize_url in full: parsing, `canonicalize_url`, session ids."""
     url = url.strip()
     if len(url) > MAX_URL_LENGTH:
         return None
@@ -198,11 +187,8 @@ def is_trap(
     max_repeated_segment: int = 3,
     max_length: int = MAX_URL_LENGTH,
 ) -> bool:
-    """Whether a URL looks like a crawler trap: too long, too deep, or a path segment repeated.
-
-    Calendars and relative-link loops produce /a/b/a/b/a/b/... and ever deeper paths; a site
-    rarely has real content more than a dozen directories down.
-    """
+    """Whether a URL looks like a crawler trap: too long, too deep, or a path segment repeated
+    (calendars and relative-link loops produce /a/b/a/b/a/b/... and ever deeper paths)."""
     if len(url) > max_length:
         return True
     segments = [segment for segment in urlsplit(url).path.split("/") if segment]
@@ -214,10 +200,7 @@ def is_trap(
 @lru_cache(maxsize=65_536)
 def _resolve(base_url: str, href: str) -> str | None:
     """Normalised absolute URL of a raw href attribute, None when it is not a link to follow.
-
-    Cached because a site repeats its navigation links on every page (keyed by the page's
-    directory where that is all the href depends on, see ``_PATH_RELATIVE``).
-    """
+    Cached: a site repeats its navigation links on every page (see ``_resolve_href``)."""
     href = href.strip().translate(_HREF_JUNK)
     if not href or href.startswith("#"):
         return None  # a jump within this page
@@ -225,8 +208,7 @@ def _resolve(base_url: str, href: str) -> str | None:
         url = urljoin(base_url, href)
     except ValueError:  # e.g. a malformed IPv6 literal
         return None
-    # Normalisation drops the fragment; without it most in-site links (python3-doc's
-    # "page.html#section") are plain URLs already normal, which skips the full normalisation.
+    # Normalisation drops the fragment; without it "page.html#section" is often already normal.
     head, fragment, _ = url.partition("#")
     if fragment and _already_normal(head):
         return head
@@ -234,8 +216,7 @@ def _resolve(base_url: str, href: str) -> str | None:
 
 
 # An href that is a relative path (no scheme, no ";" parameters, not starting with "/", "?"
-# or "#") resolves against its base's directory alone, whatever the base's last segment and
-# query: resolving it against the directory lets every page of a directory share
+# or "#") resolves against its base's directory alone, so every page of a directory shares
 # ``_resolve``'s cache for their navigation links.
 _PATH_RELATIVE: Final = re.compile(r"[A-Za-z0-9._~%+-][A-Za-z0-9._~%+/?=&#-]*")
 # An absolute http(s) href of plain characters resolves to itself whatever the base.
@@ -286,10 +267,9 @@ def extract_links(
 
     Reads a[href], area[href] and link[rel~=alternate][href], resolved against <base href>.
     Skips fragment-only, javascript:, mailto:, tel:, data: and other non-http(s) targets, and
-    rel=nofollow links unless `follow_nofollow` (then they are kept, flagged). The candidate
-    elements are selected in C, in document order, and the loop over them stops at
-    `max_links` kept links (or 10x that many candidates), so a page with 100,000 links costs
-    little more than its parse.
+    rel=nofollow links unless `follow_nofollow` (then they are kept, flagged). The candidates
+    are selected in C, and the loop over them stops at `max_links` kept links (or 10x that
+    many candidates), so a page with 100,000 links costs little more than its parse.
     """
     if max_links <= 0:
         return []
@@ -305,8 +285,6 @@ def extract_links(
     links: list[Link] = []
     seen: set[str] = set()
     candidates_left = max_links * _CANDIDATES_PER_LINK
-    # Selected in C, in document order: walking every node in Python to read its tag cost
-    # three times as much (python3-doc's pages: 890 nodes for 136 links).
     for node in tree.css(_LINK_SELECTOR):
         attributes = node.attributes
         href = attributes.get("href")
@@ -336,9 +314,7 @@ def feed_hrefs(tree: LexborHTMLParser) -> tuple[str, ...]:
     type="application/rss+xml" href=...>``, or ``application/atom+xml``), in document order,
     at most ``MAX_FEEDS_PER_PAGE``, as written: joined with the page's ``<base href>`` when
     it has one, still relative to the page otherwise (``resolve_feeds`` makes them URLs).
-
-    Only the ``<head>`` is searched, where HTML puts them: a page of any size pays a few
-    microseconds for it, and a page that announces no feed nothing more."""
+    Only the ``<head>`` is searched, where HTML puts them, so a large page costs no more."""
     head = tree.head
     if head is None:
         return ()
@@ -362,8 +338,7 @@ def feed_hrefs(tree: LexborHTMLParser) -> tuple[str, ...]:
 
 
 def resolve_feeds(page_url: str, hrefs: tuple[str, ...]) -> tuple[str, ...]:
-    """The feed URLs of ``feed_hrefs`` for the page at ``page_url``: normalised, absolute,
-    each once."""
+    """The feed URLs of ``feed_hrefs`` for the page at ``page_url``, normalised, each once."""
     urls: dict[str, None] = {}
     for href in hrefs:
         try:

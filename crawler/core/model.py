@@ -265,13 +265,11 @@ def copies_by_slots(cls: type) -> bool:
     )
 
 
-# ``replace_record(record, **changes)``: dataclasses.replace for a UrlRecord or a FetchResult.
-# Every fetch copies its URL's record twice (crawler.core.observe, crawler.core.transition) and
-# every simulated one its answer (crawler.sim.step); dataclasses.replace, or a constructor
-# call, sets each of their 20 to 33 fields through object.__setattr__, several microseconds,
-# the simulator's largest single cost. The C copy is 10 to 20 times cheaper. A caller imports
-# dataclasses.replace under this name when type checking, so that mypy checks the changes
-# field by field.
+# ``replace_record(record, **changes)``: dataclasses.replace for a UrlRecord or a FetchResult,
+# in C when it can be: every fetch copies its record twice, and dataclasses.replace sets each of
+# 20 to 33 fields through object.__setattr__ (the simulator's largest single cost). A caller
+# imports dataclasses.replace under this name when type checking, so that mypy checks the
+# changes field by field.
 if TYPE_CHECKING:
     replace_record = dataclasses.replace
 elif _speedups is not None and all(map(copies_by_slots, (UrlRecord, FetchResult))):

@@ -1,9 +1,9 @@
 """Interpret one fetch: fingerprint the page, compare it with the previous version.
 
-Pure: the daemon and the tests call it with plain data. A change is a simhash distance of at
-least the threshold (docs/MODEL.md section 1); bytes that differ under the threshold are a
-cosmetic change, recorded (``content_changed``) but not counted. A URL watched exactly
-(``UrlRecord.exact``) changed when its visible text did (``text_hash``), numbers included.
+A change is a simhash distance of at least the threshold (docs/MODEL.md section 1); bytes
+that differ under the threshold are a cosmetic change, recorded (``content_changed``) but not
+counted. A URL watched exactly (``UrlRecord.exact``) changed when its visible text did
+(``text_hash``), numbers included.
 
 A stored fingerprint taken under another rule (another region, or no text hash for a URL now
 watched exactly) is re-taken from the stored previous version before the comparison
@@ -63,10 +63,7 @@ def _is_html_type(content_type: str) -> bool:
 
 
 def parse_result(
-    result: FetchResult,
-    *,
-    page_url: str | None = None,
-    max_links: int = 1000,
+    result: FetchResult, *, page_url: str | None = None, max_links: int = 1000,
     region: Region | None = None,
 ) -> ParsedPage | None:
     """Parse a fetched HTML page once (text, features, and out-links when ``page_url`` is
@@ -101,8 +98,7 @@ def same_fingerprinted_bytes(
         # A URL watched exactly without a text hash yet is parsed once to take it.
         and (not record.exact or record.last_text_hash is not None)
         and same_content(
-            record.last_content_hash,
-            content_hash(result.body) if exact is None else exact,
+            record.last_content_hash, content_hash(result.body) if exact is None else exact,
             result.body,
         )
     )
@@ -124,13 +120,10 @@ def observe(
     only the exact hash. ``same_bytes`` is ``same_fingerprinted_bytes`` when the caller has it,
     and ``exact`` the body's ``content_hash`` (each page's body is hashed once).
 
-    A URL watched exactly changed when its text hash differs from the stored one; the
-    simhash distance is still recorded. Without a stored text hash, the simhash rule decides.
-
-    A fingerprint stored under another region than the record's is not compared with: the
-    edge re-takes it from the stored previous version first (``rebased``); when no version
-    is stored, this fetch's fingerprint is the new baseline, and the fetch counts as unchanged
-    only when the bytes are identical, else as unknown (``changed`` None), never as a change.
+    A URL watched exactly changed when its text hash differs from the stored one (without a
+    stored text hash, the simhash rule decides). A fingerprint stored under another region is
+    not compared with (the edge re-takes it first, ``rebased``): when no version is stored,
+    this fetch is the new baseline, unchanged when the bytes are identical, else unknown.
     """
     simhash: int | None = None
     text: bytes | None = None
@@ -172,20 +165,12 @@ def observe(
                 # Non-HTML (or a page that turned into/out of HTML): exact hash only.
                 changed = content_changed
     return Observation(
-        fetched_at=result.fetched_at,
-        outcome=result.outcome,
+        fetched_at=result.fetched_at, outcome=result.outcome,
         status=result.answered_status,  # a redirected URL answered its 3xx, not the target's
-        size_bytes=len(result.body),
-        duration_seconds=result.duration_seconds,
-        simhash=simhash,
-        content_hash=exact,
-        simhash_distance=distance,
-        changed=changed,
-        content_changed=content_changed,
-        last_modified=result.last_modified,
-        error_kind=result.error_kind,
-        truncated=result.truncated,
-        text_hash=text,
+        size_bytes=len(result.body), duration_seconds=result.duration_seconds,
+        simhash=simhash, content_hash=exact, simhash_distance=distance, changed=changed,
+        content_changed=content_changed, last_modified=result.last_modified,
+        error_kind=result.error_kind, truncated=result.truncated, text_hash=text,
     )
 
 
@@ -206,10 +191,8 @@ def rebased(record: UrlRecord, previous: ParsedPage) -> UrlRecord:
     ``record.region`` from the stored body whose hash is ``last_content_hash``) in place of
     the one stored under the old rule."""
     return replace_record(
-        record,
-        last_simhash=previous.simhash,
+        record, last_simhash=previous.simhash, fingerprint_region=record.region.key,
         last_text_hash=text_hash(previous.raw_text) if record.exact else None,
-        fingerprint_region=record.region.key,
     )
 
 
@@ -217,9 +200,7 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
     """The URL's state after this fetch (schedule aside)."""
     if obs.outcome == DISALLOWED:
         # Not requested, but a fetch of the URL all the same: counted, nothing else changes.
-        return replace_record(
-            record, state=UrlState.DISALLOWED, fetch_count=record.fetch_count + 1
-        )
+        return replace_record(record, state=UrlState.DISALLOWED, fetch_count=record.fetch_count + 1)
     if obs.outcome == REDIRECT:
         # Moved permanently: the URL now points elsewhere; its target is a URL of its own.
         return _without_content(record, obs, UrlState.REDIRECTED, consecutive_failures=0)
@@ -250,48 +231,29 @@ def updated_record(record: UrlRecord, result: FetchResult, obs: Observation) -> 
             lm_history, lm_evidence = observe_last_modified(
                 record, obs.fetched_at, last_modified, interval_days, obs.changed
             )
-            start_days = record.last_fetched_at / SECONDS_PER_DAY
-            end_days = obs.fetched_at / SECONDS_PER_DAY
-            since_change = (
-                dated_change_days(
-                    start_days,
-                    end_days,
-                    _days(last_modified),
-                    _days(record.last_modified),
-                )
-                if obs.changed
-                else None
-            )
-            if since_change is not None:
-                # A credible Last-Modified dates the change: the period detector gets a
-                # bracket of about a minute around it instead of the whole interval.
-                end_days -= since_change
-                start_days = max(start_days, end_days - DATED_BRACKET_DAYS)
             if obs.changed:
+                start_days = record.last_fetched_at / SECONDS_PER_DAY
+                end_days = obs.fetched_at / SECONDS_PER_DAY
+                since_change = dated_change_days(
+                    start_days, end_days, _days(last_modified), _days(record.last_modified)
+                )
+                if since_change is not None:
+                    # A credible Last-Modified dates the change: the period detector gets a
+                    # bracket of about a minute around it instead of the whole interval.
+                    end_days -= since_change
+                    start_days = max(start_days, end_days - DATED_BRACKET_DAYS)
                 brackets = (*brackets, start_days, end_days)[-2 * MAX_CHANGE_BRACKETS :]
                 if _period_test_due(record.change_count + 1):
                     periodic = detect_update_clock(brackets)
     return replace_record(
-        record,
-        state=UrlState.ACTIVE,
-        last_fetched_at=obs.fetched_at,
-        last_status=obs.status,
-        last_simhash=obs.simhash,
-        last_content_hash=obs.content_hash,
-        last_text_hash=obs.text_hash,
-        fingerprint_region=(
-            record.region.key if obs.outcome == OK else record.fingerprint_region
-        ),
+        record, state=UrlState.ACTIVE, last_fetched_at=obs.fetched_at, last_status=obs.status,
+        last_simhash=obs.simhash, last_content_hash=obs.content_hash, last_text_hash=obs.text_hash,
+        fingerprint_region=record.region.key if obs.outcome == OK else record.fingerprint_region,
         etag=result.etag if obs.outcome == OK else (result.etag or record.etag),
-        last_modified=last_modified,
-        fetch_count=record.fetch_count + 1,
-        change_count=record.change_count + (1 if obs.changed else 0),
-        consecutive_failures=0,
-        history=history,
-        change_brackets_days=brackets,
-        periodic=periodic,
-        last_modified_history=lm_history,
-        last_modified_evidence_days=lm_evidence,
+        last_modified=last_modified, fetch_count=record.fetch_count + 1,
+        change_count=record.change_count + (1 if obs.changed else 0), consecutive_failures=0,
+        history=history, change_brackets_days=brackets, periodic=periodic,
+        last_modified_history=lm_history, last_modified_evidence_days=lm_evidence,
     )
 
 
@@ -301,10 +263,7 @@ def _without_content(
     """The URL after a fetch that brought no content: counted, its status kept, its history
     untouched."""
     return replace_record(
-        record,
-        state=state,
-        last_status=obs.status,
-        fetch_count=record.fetch_count + 1,
+        record, state=state, last_status=obs.status, fetch_count=record.fetch_count + 1,
         consecutive_failures=consecutive_failures,
     )
 
@@ -332,9 +291,5 @@ def detect_update_clock(brackets_days: tuple[float, ...]) -> PeriodicModel | Non
     pairs = list(zip(brackets_days[::2], brackets_days[1::2], strict=True))
     if len(pairs) < MIN_CHANGES_FOR_PERIOD:
         return None
-    gaps = [
-        (end, start)
-        for (_, end), (start, _) in pairwise(pairs)
-        if start > end
-    ]
+    gaps = [(end, start) for (_, end), (start, _) in pairwise(pairs) if start > end]
     return detect_period_from_intervals(pairs, gaps, min_events=MIN_CHANGES_FOR_PERIOD)

@@ -1,44 +1,21 @@
 """Pages whose changes are announced, beside pages learned only by fetching: one budget, one μ.
 
-docs/MODEL.md section 9. Kolobov, Peres, Lu & Horvitz (NeurIPS 2019, "Staying up to date with
-online content changes using reinforcement learning for scheduling") split pages by what the
-crawler can see:
+docs/MODEL.md section 9 (Kolobov, Peres, Lu & Horvitz, NeurIPS 2019). An *incompletely
+observed* page is learned only by fetching it: it gets a fetch rate ρ, exactly as
+``crawler.core.plan`` solves it. A *completely observed* page announces every change: the
+crawler fetches it right after an announced change with a probability p, so it spends p λ
+fetches a day and never fetches an unchanged copy.
 
-- an *incompletely observed* page changes as a Poisson process of rate λ and is learned only by
-  fetching it: it gets a fetch rate ρ, exactly as ``crawler.core.plan`` solves it;
-- a *completely observed* page announces every change (a trusted sitemap date, a feed, a
-  ping): the crawler fetches it right after an announced change with a probability p, so it
-  spends p λ fetches a day and never fetches an unchanged copy.
-
-With importance w, the objectives are, per page:
-
-- harmonic staleness (their objective; the cost is the harmonic number of the changes missed,
-  integrated over time): an incomplete page fetched at Poisson instants of rate ρ costs
-  w ln(1 + λ/ρ) (the number N of missed changes is geometric, Σ_j P(N ≥ j) / j sums to that
-  logarithm), a complete one costs −w ln p (N is geometric with parameter p);
-- freshness (the share of time the copy is current): (1 − e^{−λ/ρ}) ρ/λ for evenly spaced
-  fetches (Cho & Garcia-Molina 2003) and p for a complete page (its copy is current from each
-  fetch until the next change, and stale from a skipped change until the next fetch).
-
-Both are separable and concave in the spending, so one multiplier μ shared by the two groups
-decides every page: w ∂(value)/∂(fetch rate) = μ. For an incomplete page that is
-``crawler.core.plan``'s rule (reused here, not re-derived); for a complete one, spending r = p λ:
-
-- harmonic: −w ln(r/λ) has marginal w / r, so r = w / μ, i.e. p = min(1, w / (μ λ));
-- freshness: w r / λ is linear, marginal w / λ: p = 1 when w / λ > μ, 0 when below. An
-  incomplete page's marginal freshness starts at the same w / λ at ρ = 0 and falls from there,
-  so a page whose changes are announced is worth at least as much per fetch as the same page
-  fetched blind.
-
-Per-host politeness caps are applied as the planner applies them (Kolobov et al., SIGIR 2019):
-a host whose optimal total exceeds its cap is solved at the cap with its own multiplier, fixed,
-and the rest re-solved with what is left, until no host is over.
+Both objectives (harmonic staleness, freshness) are separable and concave in the spending, so
+one multiplier μ shared by the two groups decides every page: for a complete page spending
+r = p λ, harmonic gives p = min(1, w / (μ λ)), and freshness (linear in r) p = 1 when
+w / λ > μ, 0 below. Per-host politeness caps are applied as the planner applies them.
 
 Noisy hints (a source that misses changes or announces ones that did not happen) are not
 complete observations; ``changed_probability`` and ``hinted_fetch_time`` turn them into a
 posterior that moves an incomplete page's next fetch (section 9.3).
 
-Pure: no I/O, no clock. Rates are per day, times and intervals in days.
+Rates are per day, times and intervals in days.
 """
 
 from __future__ import annotations
@@ -46,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -68,7 +45,7 @@ class ObservedPlan:
     ``rates_per_day`` is every page's expected fetches a day: ρ_i for an incomplete page, p_i λ_i
     for a complete one. ``fetch_probabilities`` is p_i for a complete page, NaN for the others.
     ``objective_value`` is the predicted harmonic cost (lower is better) or weighted freshness
-    (higher is better) of the allocation, per the objective's formulas above.
+    (higher is better) of the allocation.
     """
 
     mu: float
@@ -91,12 +68,8 @@ def complete_rate_bounds(
 
 
 def _complete_rates(
-    change_rates: FloatArray,
-    weights: FloatArray,
-    mu: float,
-    objective: ObservedObjective,
-    low: FloatArray,
-    high: FloatArray,
+    change_rates: FloatArray, weights: FloatArray, mu: float, objective: ObservedObjective,
+    low: FloatArray, high: FloatArray,
 ) -> FloatArray:
     """Each complete page's spending r = p λ for μ, within [low, high] (``complete_rate_bounds``).
 
@@ -131,21 +104,13 @@ class _Group:
         if self.incomplete_rates.size == 0:
             return np.zeros(0)
         return plan.fetch_rates(
-            self.incomplete_rates,
-            self.incomplete_weights,
-            mu,
-            self.objective,
-            min_interval_days=self.min_interval_days,
-            max_interval_days=self.max_interval_days,
+            self.incomplete_rates, self.incomplete_weights, mu, self.objective,
+            min_interval_days=self.min_interval_days, max_interval_days=self.max_interval_days,
         )
 
     def complete(self, mu: float) -> FloatArray:
         return _complete_rates(
-            self.complete_rates,
-            self.complete_weights,
-            mu,
-            self.objective,
-            self.complete_low,
+            self.complete_rates, self.complete_weights, mu, self.objective, self.complete_low,
             self.complete_high,
         )
 
@@ -194,12 +159,9 @@ def _solve_group(group: _Group, budget: float) -> tuple[float, FloatArray, Float
     low, high = _bisect(group.total, budget)
     if low == high:
         return low, group.incomplete(low), group.complete(low)
-    # The total jumps inside the final bracket: freshness is linear in a complete page's
-    # spending, so it leaps from its least to its most where μ crosses w / λ, and an incomplete
-    # page's rate falls to its floor with infinite slope there (f ≈ λ / ln(1/(1 − μλ/w))). The
-    # two ends of the bracket are allocations at the same μ to rounding, and what the budget
-    # leaves between them goes first to the complete pages that switch (worth w / λ a fetch,
-    # which an incomplete page reaches only at its floor), then to the incomplete ones.
+    # The total jumps inside the final bracket (docs/MODEL.md 9.1): both ends are allocations
+    # at the same μ to rounding, and what the budget leaves between them goes first to the
+    # complete pages that switch (worth w / λ a fetch), then to the incomplete ones.
     incomplete_low, complete_low = group.incomplete(low), group.complete(low)
     incomplete_high, complete_high = group.incomplete(high), group.complete(high)
     leftover = budget - float(np.sum(incomplete_high) + np.sum(complete_high))
@@ -283,16 +245,13 @@ def solve_observed(
                          f"not {objective!r}")
     change_rates = np.atleast_1d(np.asarray(change_rates_per_day, dtype=np.float64))
     size = change_rates.size
-    weight_array = np.ascontiguousarray(
-        np.broadcast_to(np.asarray(weights, dtype=np.float64), (size,))
-    )
-    done = np.ascontiguousarray(np.broadcast_to(np.asarray(complete, dtype=bool), (size,)))
-    shortest = np.ascontiguousarray(
-        np.broadcast_to(np.asarray(min_interval_days, dtype=np.float64), (size,))
-    )
-    longest = np.ascontiguousarray(
-        np.broadcast_to(np.asarray(max_interval_days, dtype=np.float64), (size,))
-    )
+
+    def per_page(values: ArrayLike, dtype: type = np.float64) -> NDArray[Any]:
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(values, dtype=dtype), (size,)))
+
+    weight_array = per_page(weights)
+    done = per_page(complete, bool)
+    shortest, longest = per_page(min_interval_days), per_page(max_interval_days)
     if not done.any():
         solved = plan.solve_mu(
             change_rates, weight_array, budget_per_day, objective,
@@ -347,13 +306,8 @@ def solve_observed(
 
 
 def _result(
-    mu: float,
-    change_rates: FloatArray,
-    weights: FloatArray,
-    done: BoolArray,
-    rates: FloatArray,
-    objective: ObservedObjective,
-    host_mu: dict[int, float],
+    mu: float, change_rates: FloatArray, weights: FloatArray, done: BoolArray, rates: FloatArray,
+    objective: ObservedObjective, host_mu: dict[int, float],
 ) -> ObservedPlan:
     with np.errstate(divide="ignore", invalid="ignore"):
         probabilities = np.where(
@@ -363,14 +317,8 @@ def _result(
         change_rates, weights, done, rates
     )
     return ObservedPlan(
-        mu=mu,
-        rates_per_day=rates,
-        fetch_probabilities=np.asarray(probabilities, dtype=np.float64),
-        complete=done,
-        total_per_day=float(np.sum(rates)),
-        objective=objective,
-        objective_value=value,
-        host_mu=host_mu,
+        mu, rates, np.asarray(probabilities, dtype=np.float64), done, float(np.sum(rates)),
+        objective, value, host_mu,
     )
 
 
@@ -388,8 +336,7 @@ def complete_fetch_probability(
     exactly at μ = w/λ is the solver's to hand out."""
     if change_rate_per_day <= 0.0:
         return 1.0
-    low = 1.0 / max_interval_days if max_interval_days > 0.0 else math.inf
-    high = 1.0 / min_interval_days if min_interval_days > 0.0 else math.inf
+    low, high = plan.rate_bounds(min_interval_days, max_interval_days)
     low, high = min(low, change_rate_per_day), min(high, change_rate_per_day)
     if objective == "harmonic":
         wanted = weight / mu if mu > 0.0 else math.inf
@@ -415,11 +362,7 @@ def false_alarm_probability(precision: float, recall: float, base_rate: float) -
 
 
 def changed_probability(
-    change_rate_per_day: float,
-    elapsed_days: float,
-    recall: float,
-    false_alarm: float,
-    *,
+    change_rate_per_day: float, elapsed_days: float, recall: float, false_alarm: float, *,
     hint_seen: bool,
 ) -> float:
     """P(the page changed since its last fetch | a hint was / was not seen since then).
@@ -440,12 +383,8 @@ def changed_probability(
 
 
 def hinted_fetch_time(
-    last_fetch_days: float,
-    planned_fetch_days: float,
-    change_rate_per_day: float,
-    hint_at_days: float,
-    recall: float,
-    false_alarm: float,
+    last_fetch_days: float, planned_fetch_days: float, change_rate_per_day: float,
+    hint_at_days: float, recall: float, false_alarm: float,
 ) -> float:
     """The next fetch of an incompletely observed page once a noisy hint arrives.
 
@@ -474,11 +413,8 @@ def hinted_fetch_time(
 
 
 def silent_fetch_time(
-    last_fetch_days: float,
-    planned_fetch_days: float,
-    change_rate_per_day: float,
-    recall: float,
-    false_alarm: float,
+    last_fetch_days: float, planned_fetch_days: float, change_rate_per_day: float,
+    recall: float, false_alarm: float,
 ) -> float:
     """The next fetch of an incompletely observed page whose source has said nothing since.
 

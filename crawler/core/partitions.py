@@ -62,8 +62,7 @@ class Bounds:
 
 def months_ahead(now: float, ahead: int) -> list[Month]:
     """The current month and the ``ahead`` next ones."""
-    current = Month.of(now)
-    return [current.plus(i) for i in range(ahead + 1)]
+    return [Month.of(now).plus(i) for i in range(ahead + 1)]
 
 
 def to_create(now: float, ahead: int, existing: list[Bounds]) -> list[Month]:

@@ -1,10 +1,9 @@
-"""URL patterns: which URLs may be seeded or discovered .
+"""URL patterns: which URLs may be seeded or discovered.
 
 A pattern is a Python regular expression matched with ``re.search`` against the whole,
 normalised URL (scheme, host, port, path and query), as Nutch's regex-urlfilter and
 StormCrawler's RegexURLFilter do: ``\\.pdf$`` drops PDFs, ``^https://example\\.org/blog/``
-keeps one section, ``[?&]sessionid=`` drops session URLs. Anchor with ``^``/``$`` to match a
-prefix or a suffix; an unanchored pattern matches anywhere in the URL.
+keeps one section, ``[?&]sessionid=`` drops session URLs.
 
 A filter has include and exclude patterns. A URL passes when it matches at least one include
 pattern (or there are none) and no exclude pattern. Filters are layered: the global one

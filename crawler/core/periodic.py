@@ -84,15 +84,12 @@ def detect_period(
 
     A candidate period P fits when (1) the Rayleigh test rejects uniform phases at
     `significance / len(candidates)`, (2) the phases are concentrated (mean resultant length
-    >= `min_resultant_length`, i.e. a circular spread under ~11% of P), so a page that is
-    merely busier in working hours is not called clock-driven, and (3) the page does not
-    update more than once per cycle, as a Poisson page would: at most `max_short_gap_fraction`
-    of the gaps between consecutive distinct updates are shorter than P/2.
+    >= `min_resultant_length`), so a page merely busier in working hours is not called
+    clock-driven, and (3) at most `max_short_gap_fraction` of the gaps between consecutive
+    distinct updates are shorter than P/2 (no more than one update per cycle).
 
-    Times concentrated modulo P are also concentrated modulo every divisor of P (a daily
-    06:00 page sits at minute 0 of every hour), but not modulo its multiples; hence among the
-    fitting candidates the LONGEST is the page's period. An hourly page, in turn, looks
-    uniform modulo a day, so it is not mistaken for a daily one.
+    Times concentrated modulo P are also concentrated modulo every divisor of P, but not
+    modulo its multiples: among the fitting candidates the LONGEST is the page's period.
     """
     times = np.unique(np.asarray(update_times_days, dtype=np.float64))
     if times.size < min_events or not candidates:
@@ -108,12 +105,8 @@ def detect_period(
             continue
         if np.mean(gaps_days < 0.5 * period_days) > max_short_gap_fraction:
             continue
-        best = PeriodicModel(
-            period_days=period_days,
-            phase_days=phase_days,
-            jitter_days=_jitter_from_length(length, period_days),
-            strength=times.size * length**2,
-        )
+        jitter_days = _jitter_from_length(length, period_days)
+        best = PeriodicModel(period_days, phase_days, jitter_days, times.size * length**2)
     return best
 
 
@@ -142,12 +135,8 @@ def _expected_slots_up_to(
 
 
 def _periodic_log_likelihood(
-    starts: FloatArray,
-    ends: FloatArray,
-    changed: npt.NDArray[np.bool_],
-    phases_days: FloatArray,
-    jitters_days: FloatArray,
-    period_days: float,
+    starts: FloatArray, ends: FloatArray, changed: npt.NDArray[np.bool_],
+    phases_days: FloatArray, jitters_days: FloatArray, period_days: float,
     leak_probability: float,
 ) -> FloatArray:
     """Log-likelihood [phase, jitter] of the change/no-change record under a periodic model.
@@ -198,22 +187,14 @@ def detect_period_from_intervals(
 ) -> PeriodicModel | None:
     """Detect a period from fetch brackets: a change seen in (a, b], none seen in (c, d].
 
-    For each candidate P, changes bracketed by intervals shorter than P/2 give phase evidence
-    (the bracket's midpoint); the Rayleigh test on those midpoints must reject uniformity at
-    `significance / len(candidates)`. Then the periodic model (phase and jitter fitted by
-    maximum likelihood over all brackets, changed and unchanged) must beat the best Poisson
-    rate on the same record: its log-likelihood ratio, less a BIC penalty log(N) for its two
-    extra fitted parameters, must exceed log(len(candidates) / significance). Unchanged
-    brackets are what refute a too-short period (a daily page is not updated every hour),
-    so the candidate with the largest penalised ratio wins. Finally, as in detect_period, the
-    page must not update more than once per cycle: at most `max_repeat_fraction` of the
-    changed brackets shorter than P may share their nearest slot with another one (a page
-    that changes at random but only in working hours beats a constant-rate Poisson model,
-    yet is no clock).
-
-    A page fetched no faster than its period gives no phase evidence: an hourly page needs
-    fetches under 30 min apart here, or Last-Modified times (detect_period). Only the newest
-    `max_intervals` brackets are used.
+    The three tests of docs/MODEL.md section 3.1, for each candidate P: a Rayleigh test on the
+    midpoints of changed brackets shorter than P/2, at `significance / len(candidates)`; the
+    periodic model (phase and jitter fitted by maximum likelihood over all brackets) beating
+    the best Poisson rate by more than log(len(candidates) / significance) after a BIC penalty
+    log(N); at most `max_repeat_fraction` of the short changed brackets sharing their nearest
+    slot. Unchanged brackets are what refute a too-short period, so the candidate with the
+    largest penalised ratio wins. An hourly page needs fetches under 30 min apart here, or
+    Last-Modified times (detect_period). Only the newest `max_intervals` brackets are used.
     """
     if not changed_intervals or not candidates:
         return None
@@ -261,10 +242,7 @@ def detect_period_from_intervals(
 
 
 def _repeat_fraction(
-    starts: FloatArray,
-    ends: FloatArray,
-    changed: npt.NDArray[np.bool_],
-    period_days: float,
+    starts: FloatArray, ends: FloatArray, changed: npt.NDArray[np.bool_], period_days: float,
     phase_days: float,
 ) -> float:
     """Share of short changed brackets that are not the first one seen for their slot."""
@@ -277,13 +255,8 @@ def _repeat_fraction(
 
 
 def _fit_phase_and_jitter(
-    starts: FloatArray,
-    ends: FloatArray,
-    changed: npt.NDArray[np.bool_],
-    period_days: float,
-    start_phase_days: float,
-    leak_probability: float,
-    phase_points: int,
+    starts: FloatArray, ends: FloatArray, changed: npt.NDArray[np.bool_], period_days: float,
+    start_phase_days: float, leak_probability: float, phase_points: int,
 ) -> tuple[float, float, float]:
     """Maximum-likelihood (phase, jitter, log-likelihood) near the brackets' mean phase.
 
@@ -292,10 +265,8 @@ def _fit_phase_and_jitter(
     """
     jitters = period_days * np.geomspace(0.002, MAX_JITTER_FRACTION, 7)
     step = 0.5 * period_days / (phase_points - 1)
-    phases = np.mod(
-        start_phase_days + step * np.arange(-(phase_points // 2), phase_points // 2 + 1),
-        period_days,
-    )
+    phase_steps = step * np.arange(-(phase_points // 2), phase_points // 2 + 1)
+    phases = np.mod(start_phase_days + phase_steps, period_days)
     for _refinement in range(2):
         surface = _periodic_log_likelihood(
             starts, ends, changed, phases, jitters, period_days, leak_probability
@@ -314,16 +285,13 @@ def _fit_phase_and_jitter(
         coarse_phases, coarse_surface = phases, surface
         phases = np.mod(best_phase + np.linspace(-1.5 * step, 1.5 * step, 31), period_days)
         step = 3.0 * step / 30
-    # Brackets wider than the jitter leave the phase only bounded: the fitted jitter can be
-    # far smaller than the error in the phase. The phases within half a unit of log-likelihood
-    # of the best (about one standard error) measure that error; it joins the jitter, so a
-    # fetch waits long enough after the update and a vague model is not used for timing.
-    near = np.concatenate(
-        [
-            grid[values[:, jitter_index] >= top - 0.5]
-            for grid, values in ((coarse_phases, coarse_surface), (phases, surface))
-        ]
-    )
+    # Brackets wider than the jitter leave the phase only bounded: the phases within half a
+    # unit of log-likelihood of the best (about one standard error) measure its error, which
+    # joins the jitter, so a fetch waits long enough and a vague model is not used for timing.
+    near = np.concatenate([
+        grid[values[:, jitter_index] >= top - 0.5]
+        for grid, values in ((coarse_phases, coarse_surface), (phases, surface))
+    ])
     offsets = np.mod(near - best_phase + 0.5 * period_days, period_days) - 0.5 * period_days
     phase_error = float(np.max(np.abs(offsets))) if near.size else 0.0
     jitter = math.hypot(float(jitters[jitter_index]), phase_error)
@@ -335,13 +303,3 @@ def next_update_after(model: PeriodicModel, t_days: float) -> float:
     cycles = math.floor((t_days - model.phase_days) / model.period_days) + 1
     instant = model.phase_days + cycles * model.period_days
     return instant if instant > t_days else instant + model.period_days
-
-
-def fetch_time_after(model: PeriodicModel, t_days: float, jitter_margin: float = 2.0) -> float:
-    """When to fetch to catch the next update: just after it, `jitter_margin` spreads late.
-
-    The first instant after t_days of the form update + margin * jitter, so a fetch is never
-    placed before a potential update time (Wolf et al., quasi-deterministic pages).
-    """
-    delay_days = jitter_margin * model.jitter_days
-    return next_update_after(model, t_days - delay_days) + delay_days

@@ -13,6 +13,7 @@ import heapq
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from crawler.core.budget import PopulationPlan, collection_estimates, plan_population
 from crawler.core.estimate import DEFAULT_PRIOR, ChangeHistory, GammaPrior, fit_gamma_prior
@@ -22,7 +23,7 @@ from crawler.core.schedule import SchedulePolicy, uniform_interval_seconds
 from crawler.core.stored_plan import SolvedFor
 
 # Host priors fitted per round (the hosts with most sampled URLs), and the sampled URLs a host
-# needs for one (crawler.core.estimate.fit_priors_by_host's threshold).
+# needs for one.
 MAX_HOST_PRIORS = 16
 # The global prior's fit thins the sampled histories to this many (its cost is linear in them;
 # two parameters need far fewer).
@@ -67,10 +68,7 @@ class Sample:
 
 
 def uniform_estimates(
-    sample: Sample,
-    prior: GammaPrior,
-    host_priors: dict[int, GammaPrior],
-    policy: SchedulePolicy,
+    sample: Sample, prior: GammaPrior, host_priors: dict[int, GammaPrior], policy: SchedulePolicy
 ) -> tuple[float, float]:
     """The uniform schedule's expected freshness and β-currency on the sample."""
     rates = sample_rates(sample, prior, host_priors)
@@ -112,13 +110,23 @@ def fit_priors(
     return prior, host_priors
 
 
+def sampled_hosts(
+    sample: Sample, politeness_delay: float
+) -> tuple[float, NDArray[np.intp], NDArray[np.float64]]:
+    """The sampling fraction, each sampled URL's index among the sampled hosts, and each host's
+    delay between requests (its Crawl-delay, never under ``politeness_delay``)."""
+    fraction = min(1.0, sample.host_ids.size / max(sample.population, 1.0))
+    _, first, host_index = np.unique(sample.host_ids, return_index=True, return_inverse=True)
+    crawl_delays = sample.crawl_delays[first]
+    delays = np.where(
+        np.isnan(crawl_delays), politeness_delay, np.maximum(crawl_delays, politeness_delay)
+    )
+    return fraction, host_index, delays
+
+
 def solve_sample(
-    sample: Sample,
-    prior: GammaPrior,
-    host_priors: dict[int, GammaPrior],
-    budget_per_day: float,
-    policy: SchedulePolicy,
-    politeness_delay: float,
+    sample: Sample, prior: GammaPrior, host_priors: dict[int, GammaPrior], budget_per_day: float,
+    policy: SchedulePolicy, politeness_delay: float,
 ) -> PopulationPlan:
     """μ for the sample: the budget and every host's cap shrink by the sampling fraction.
 
@@ -126,29 +134,19 @@ def solve_sample(
     budget × fraction, and a host's cap of one request per delay becomes one per
     delay / fraction among its sampled URLs. μ itself does not depend on the scale.
     """
-    fraction = min(1.0, sample.host_ids.size / max(sample.population, 1.0))
+    fraction, host_index, delays = sampled_hosts(sample, politeness_delay)
     rates = sample_rates(sample, prior, host_priors)
-    _, first, host_index = np.unique(sample.host_ids, return_index=True, return_inverse=True)
-    crawl_delays = sample.crawl_delays[first]
-    delays = np.where(
-        np.isnan(crawl_delays), politeness_delay, np.maximum(crawl_delays, politeness_delay)
-    )
     # Each URL's own bounds (crawler bound) are box constraints of the same solve: what they
     # force is spent first, the rest of the budget goes where it does most good.
     shortest, longest = interval_bounds_days(
         policy, rates.size, sample.own_min_seconds, sample.own_max_seconds
     )
     return plan_population(
-        rates,
-        sample.importance,
-        budget_per_day * fraction,
+        rates, sample.importance, budget_per_day * fraction,
         objective=policy.settings.objective,
         beta_days=policy.settings.beta_seconds / SECONDS_PER_DAY,
-        min_interval_days=shortest,
-        max_interval_days=longest,
-        host_index=host_index,
-        host_delays_seconds=delays / fraction,
-        mu_hint=policy.mu,
+        min_interval_days=shortest, max_interval_days=longest,
+        host_index=host_index, host_delays_seconds=delays / fraction, mu_hint=policy.mu,
     )
 
 

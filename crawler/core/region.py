@@ -3,8 +3,7 @@
 
 ``watch`` keeps only the elements a CSS selector matches; ``ignore`` removes the elements it
 matches (a navigation bar, an advertisement, a clock). The fingerprint, the change decision and
-the diff all read the same restricted text. Pure: selectors are checked by compiling them
-against an empty document, nothing is fetched.
+the diff all read the same restricted text. Pure.
 """
 
 from __future__ import annotations
@@ -44,12 +43,8 @@ class Region:
         """One line for ``crawler show``."""
         if self.whole_page:
             return "whole page"
-        parts = []
-        if self.watch is not None:
-            parts.append(f"watch {self.watch}")
-        if self.ignore is not None:
-            parts.append(f"ignore {self.ignore}")
-        return ", ".join(parts)
+        parts = (("watch", self.watch), ("ignore", self.ignore))
+        return ", ".join(f"{name} {value}" for name, value in parts if value is not None)
 
 
 WHOLE_PAGE: Final = Region()

@@ -6,8 +6,6 @@ objective a page changing faster than μ's cut-off gets no fetches (it waits the
 interval, a year by default), and a small drop of μ brings it back above the cut-off. Without
 a re-plan such a URL would wait out its year. The daemon's planner and the simulator both
 decide here which URLs to move and where to, so the simulator measures the daemon's policy.
-
-Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -70,9 +68,7 @@ def policy_moved(walked: SchedulePolicy | None, new: SchedulePolicy) -> bool:
 
 
 def interval_bounds_days(
-    policy: SchedulePolicy,
-    size: int,
-    own_min_seconds: FloatArray | None = None,
+    policy: SchedulePolicy, size: int, own_min_seconds: FloatArray | None = None,
     own_max_seconds: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """Each URL's (shortest, longest) interval in days: its own bounds (``crawler bound``; NaN
@@ -82,18 +78,14 @@ def interval_bounds_days(
     shortest, longest = interval_bound_arrays(
         none if own_min_seconds is None else np.asarray(own_min_seconds, dtype=np.float64),
         none if own_max_seconds is None else np.asarray(own_max_seconds, dtype=np.float64),
-        policy.settings.min_interval,
-        policy.settings.max_interval,
+        policy.settings.min_interval, policy.settings.max_interval,
     )
     return shortest / SECONDS_PER_DAY, longest / SECONDS_PER_DAY
 
 
 def planned_rates(
-    change_rates: FloatArray,
-    importance: FloatArray,
-    policy: SchedulePolicy,
-    own_min_seconds: FloatArray | None = None,
-    own_max_seconds: FloatArray | None = None,
+    change_rates: FloatArray, importance: FloatArray, policy: SchedulePolicy,
+    own_min_seconds: FloatArray | None = None, own_max_seconds: FloatArray | None = None,
 ) -> FloatArray:
     """The fetch rate ``policy`` gives each URL: the uniform one, or the optimum for its μ,
     within each URL's own interval bounds (NaN where it has none), as the worker gives it."""
@@ -103,30 +95,23 @@ def planned_rates(
     if policy.settings.schedule == "uniform" or policy.mu is None:
         uniform = uniform_interval_seconds(policy) / SECONDS_PER_DAY
         return np.asarray(1.0 / np.clip(uniform, shortest, longest), dtype=np.float64)
-    rates: FloatArray = fetch_rates(
+    return fetch_rates(
         change_rates, importance, policy.mu, policy.settings.objective,
         beta_days=policy.settings.beta_seconds / SECONDS_PER_DAY,
-        min_interval_days=shortest,
-        max_interval_days=longest,
+        min_interval_days=shortest, max_interval_days=longest,
     )
-    return rates
 
 
 def current_rates(
-    histories: Sequence[ChangeHistory | None],
-    stored_rates: FloatArray,
-    host_ids: Sequence[int],
-    prior: GammaPrior,
-    host_priors: Mapping[int, GammaPrior],
+    histories: Sequence[ChangeHistory | None], stored_rates: FloatArray, host_ids: Sequence[int],
+    prior: GammaPrior, host_priors: Mapping[int, GammaPrior],
 ) -> FloatArray:
     """Each URL's change rate as its next fetch will estimate it: the posterior mean of its
     history under its host's (or the global) new prior, the prior's mean where it has none.
 
-    The rate stored with a URL was estimated under the prior in force at its last fetch. A
-    μ solved over those while the worker estimates under a refitted prior spends a different
-    budget than it was solved for: early in a crawl the prior moves by orders of magnitude
-    between rounds (from the default month to the seconds a fast web changes in), and μ
-    solved over month-long stored rates sent every page to its shortest interval.
+    The rate stored with a URL was estimated under the prior in force at its last fetch; a μ
+    solved over those while the worker estimates under a refitted prior spends a different
+    budget than it was solved for (early in a crawl the prior moves by orders of magnitude).
     """
     rates = np.empty(len(histories), dtype=np.float64)
     for i, (history, host) in enumerate(zip(histories, host_ids, strict=True)):
@@ -142,19 +127,15 @@ def current_rates(
 
 
 def moved_urls(
-    stored_fetch_rates: FloatArray,
-    change_rates: FloatArray,
-    importance: FloatArray,
-    policy: SchedulePolicy,
-    own_min_seconds: FloatArray | None = None,
+    stored_fetch_rates: FloatArray, change_rates: FloatArray, importance: FloatArray,
+    policy: SchedulePolicy, own_min_seconds: FloatArray | None = None,
     own_max_seconds: FloatArray | None = None,
 ) -> BoolArray:
     """Which URLs' fetch rate under ``policy`` moved materially from the stored one (a
     URL with no stored rate always counts as moved); own bounds as in ``planned_rates``."""
     new = planned_rates(change_rates, importance, policy, own_min_seconds, own_max_seconds)
     old = stored_fetch_rates
-    moved: BoolArray = (old <= 0) | (np.abs(new - old) > RESCHEDULE_RELATIVE_CHANGE * old)
-    return moved
+    return (old <= 0) | (np.abs(new - old) > RESCHEDULE_RELATIVE_CHANGE * old)
 
 
 def replanned(record: UrlRecord, policy: SchedulePolicy, now: float) -> Schedule:
@@ -165,19 +146,10 @@ def replanned(record: UrlRecord, policy: SchedulePolicy, now: float) -> Schedule
     """
     assert record.last_fetched_at is not None
     seen = Observation(
-        fetched_at=record.last_fetched_at,
-        outcome=OK,
-        status=record.last_status,
-        size_bytes=0,
-        duration_seconds=0.0,
-        simhash=record.last_simhash,
-        content_hash=record.last_content_hash,
-        simhash_distance=None,
-        changed=None,
-        content_changed=None,
-        last_modified=record.last_modified,
-        error_kind=None,
-        truncated=False,
+        fetched_at=record.last_fetched_at, outcome=OK, status=record.last_status, size_bytes=0,
+        duration_seconds=0.0, simhash=record.last_simhash, content_hash=record.last_content_hash,
+        simhash_distance=None, changed=None, content_changed=None,
+        last_modified=record.last_modified, error_kind=None, truncated=False,
     )
     schedule = next_fetch(record, seen, policy)
     return replace(schedule, next_fetch_at=max(now, schedule.next_fetch_at))

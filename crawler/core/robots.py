@@ -10,9 +10,8 @@ The rules (RFC 9309, section 2.3.1 and 2.4):
   unreachability the last good copy is used if there is one (else disallow continues:
   the RFC allows either, and a host failing for a month gains nothing from our traffic);
 - more than 5 redirects or a redirect loop: unavailable (the RFC's MAY);
-- an HTML error page served with status 200 is parsed like any file: lines that are not
-  directives are skipped, so it usually means "no restrictions". Telling such a page from a
-  robots.txt is guesswork, and the RFC says to parse what a 2xx returns.
+- an HTML error page served with status 200 is parsed like any file (the RFC says to parse
+  what a 2xx returns): its lines are no directives, so it usually means "no restrictions".
 A copy is cached for at most 24 hours.
 """
 
@@ -61,12 +60,9 @@ class RobotsFetch:
 @dataclass(frozen=True, slots=True)
 class RobotsState:
     """A host's robots.txt knowledge; each field is a ``hosts`` column (robots_*), times in
-    POSIX seconds.
-
-    ``body`` is the last good copy (``""`` after a 4xx: no rules), kept through failures;
-    ``unreachable_since`` is set while the last fetches failed; ``status`` is that of the last
-    fetch (None when no response arrived).
-    """
+    POSIX seconds. ``body`` is the last good copy (``""`` after a 4xx: no rules), kept through
+    failures; ``unreachable_since`` is set while the last fetches failed; ``status`` is that of
+    the last fetch (None when no response arrived)."""
 
     body: str | None
     status: int | None
@@ -86,10 +82,8 @@ class RobotsState:
 
 
 def product_token(user_agent: str) -> str:
-    """The product token of a User-Agent ("crawler/0.1 (+https://...)" -> "crawler").
-
-    RFC 9309 section 2.2.1: the token is [a-zA-Z_-]+ and is what robots.txt groups name.
-    """
+    """The product token of a User-Agent ("crawler/0.1 (+https://...)" -> "crawler"): the
+    [a-zA-Z_-]+ that robots.txt groups name (RFC 9309 section 2.2.1)."""
     match = _PRODUCT_TOKEN.match(user_agent.strip())
     if match is None:
         raise ValueError(f"no product token in user agent {user_agent!r}")
@@ -97,10 +91,8 @@ def product_token(user_agent: str) -> str:
 
 
 def robots_text(body: bytes, truncated: bool) -> str:
-    """The text parsed: UTF-8 (RFC 9309 section 2.3), at most 500 KiB, whole lines only.
-
-    A cut line is dropped: "Allow: /private-reports" cut to "Allow: /" would allow too much.
-    """
+    """The text parsed: UTF-8 (RFC 9309 section 2.3), at most 500 KiB, whole lines only (a
+    cut line is dropped: "Allow: /private-reports" cut to "Allow: /" would allow too much)."""
     body = body[:ROBOTS_MAX_BYTES]
     if truncated or len(body) == ROBOTS_MAX_BYTES:
         cut = max(body.rfind(b"\n"), body.rfind(b"\r"))
@@ -162,7 +154,6 @@ def decide_robots(
             fetched_at=now,
             good_at=now,
             expires_at=now + cache_seconds,
-            unreachable_since=None,
         )
     since = now
     if previous is not None and previous.unreachable_since is not None:
@@ -189,20 +180,16 @@ def needs_fetch(state: RobotsState | None, now: float) -> bool:
 
 def rules_changed(previous: RobotsState | None, current: RobotsState) -> bool:
     """Whether what robots.txt allows may have changed (disallowed URLs must be rechecked)."""
-    if previous is None:
-        return True
-    return previous.mode != current.mode or (
-        current.mode == RULES and previous.body != current.body
-    )
+    return previous is None or previous.mode != current.mode or (
+        current.mode == RULES and previous.body != current.body)
 
 
 class RobotsPolicy:
     """What a host's robots.txt allows for one product token.
 
     Matching follows Google's conformance suite (``crawler.core.robotstxt``); on top of it, as
-    RFC 9309 asks: /robots.txt itself is always allowed (2.2.2), and the URL's non-ASCII
-    octets are percent-encoded and its escapes upper-cased before comparison (2.2.2), which
-    the suite leaves to the caller. docs/ROBOTS.md lists the differences.
+    RFC 9309 2.2.2 asks, /robots.txt itself is always allowed and the URL is percent-encoded
+    as the patterns are. docs/ROBOTS.md lists the differences.
     """
 
     def __init__(self, mode: str, user_agent_token: str, body: str = "") -> None:
@@ -232,15 +219,11 @@ class RobotsPolicy:
         return self._rules.allowed(self.user_agent_token, robotstxt.escape_pattern(url))
 
     def crawl_delay(self, max_delay: float) -> tuple[float | None, bool]:
-        """(Crawl-delay in seconds honoured, whether the file asked for more than max_delay).
-
-        Values that are not a finite non-negative number ("abc", -1) are ignored (None).
-        """
+        """(Crawl-delay in seconds honoured, whether the file asked for more than max_delay);
+        values that are not a finite non-negative number ("abc", -1) are ignored (None)."""
         if self._rules is None:
             return None, False
         delay = robotstxt.crawl_delay_seconds(self._rules.group_for(self.user_agent_token))
         if delay is None:
             return None, False
-        if delay > max_delay:
-            return max_delay, True
-        return delay, False
+        return min(delay, max_delay), delay > max_delay

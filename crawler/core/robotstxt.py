@@ -39,11 +39,6 @@ _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 # The UTF-8 byte-order mark as text (U+FEFF), and what a cut-off one decodes to.
 _BOMS = ("\ufeff", "\ufffd")
 
-_USER_AGENT = "user-agent"
-_ALLOW = "allow"
-_DISALLOW = "disallow"
-_CRAWL_DELAY = "crawl-delay"
-
 
 @dataclass(frozen=True, slots=True)
 class Rule:
@@ -119,7 +114,7 @@ def parse(text: str) -> RobotsRules:
         if parsed is None:
             continue
         key, value = parsed
-        if key == _USER_AGENT:
+        if key == "user-agent":
             if not in_agents:
                 current = []
                 in_agents = True
@@ -135,13 +130,13 @@ def parse(text: str) -> RobotsRules:
                 group = groups.setdefault(name, Group())
             if group not in current:  # identity: Group has eq=False
                 current.append(group)
-        elif key in (_ALLOW, _DISALLOW):
+        elif key in ("allow", "disallow"):
             in_agents = False
             if value:
-                rule = Rule(allow=key == _ALLOW, pattern=escape_pattern(value))
+                rule = Rule(allow=key == "allow", pattern=escape_pattern(value))
                 for group in current:
                     group.rules.append(rule)
-        elif key == _CRAWL_DELAY:
+        elif key == "crawl-delay":
             for group in current:
                 if group.crawl_delay is None:
                     group.crawl_delay = value
@@ -149,10 +144,8 @@ def parse(text: str) -> RobotsRules:
 
 
 def url_path(url: str) -> str:
-    """The path, parameters and query of ``url`` (no fragment), "/" when it has none.
-
-    Accepts what the suite feeds: absolute URLs, scheme-less ones ("example.com/a") and paths.
-    """
+    """The path, parameters and query of ``url`` (no fragment), "/" when it has none; ``url``
+    may be absolute, scheme-less ("example.com/a") or a path, as the suite feeds them."""
     start = 2 if url.startswith("//") else 0
     scheme_end = url.find("://", start)
     first_delimiter = _find_any(url, "/?;", start)
@@ -174,10 +167,8 @@ def _find_any(text: str, chars: str, start: int) -> int:
 
 
 def matches(pattern: str, path: str) -> bool:
-    """Whether ``pattern`` (with ``*`` and a final ``$``) matches a prefix of ``path``.
-
-    Keeps the set of path positions the pattern so far can end at (RFC 9309 2.2.3).
-    """
+    """Whether ``pattern`` (with ``*`` and a final ``$``, RFC 9309 2.2.3) matches a prefix of
+    ``path``, keeping the set of path positions the pattern so far can end at."""
     positions = [0]
     last = len(pattern) - 1
     for index, char in enumerate(pattern):

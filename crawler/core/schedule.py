@@ -97,21 +97,16 @@ def uniform_interval_seconds(policy: SchedulePolicy) -> float:
 
 def estimated_rate_per_day(record: UrlRecord, policy: SchedulePolicy) -> float:
     """The URL's working change rate: the posterior mean under its host's (or the global)
-    prior, by the fast estimator (the simulator replays millions of fetches through this
-    function; the previous estimate only seeds its mode search).
+    prior, by the fast estimator (the previous estimate only seeds its mode search).
 
     A page timed by its update clock changes at most once per period, so its rate is capped
-    at 1 / period (docs/MODEL.md section 3.2). The Poisson estimators assume fetch times that
-    do not depend on change times; a timed page is fetched just after each update, so every
-    fetch sees a change only minutes old: the posterior then climbs without bound, Cho &
-    Garcia-Molina's Last-Modified estimate reads one change every few minutes, and the
-    planner starved exactly the pages it timed best.
+    at 1 / period (docs/MODEL.md section 3.2): it is fetched just after each update, so every
+    fetch sees a change only minutes old, and the Poisson estimators (which assume fetch times
+    independent of change times) would climb without bound and starve it.
 
-    When the URL's Last-Modified dates are credible and agree with its fingerprint
-    (``crawler.core.last_modified.dated_history``), each change's time is known, and the rate
-    is the known-change-time posterior under the same prior instead: a fetch that finds a
-    change then tells how long the page stayed unchanged, not only that it changed
-    (docs/MODEL.md section 2.4).
+    When the URL's Last-Modified dates are credible (``last_modified.dated_history``), each
+    change's time is known and the rate is the known-change-time posterior under the same
+    prior instead (docs/MODEL.md section 2.4).
     """
     return _estimated_rate_per_day(record, policy, timing_model(record, policy))
 
@@ -119,8 +114,7 @@ def estimated_rate_per_day(record: UrlRecord, policy: SchedulePolicy) -> float:
 def _estimated_rate_per_day(
     record: UrlRecord, policy: SchedulePolicy, model: PeriodicModel | None
 ) -> float:
-    """``estimated_rate_per_day`` with the URL's ``timing_model`` given (``_next_fetch``
-    reads it once for all its uses)."""
+    """``estimated_rate_per_day`` with the URL's ``timing_model`` given."""
     prior = policy.prior_for(record.host_id)
     dated = dated_history(record)
     if dated is not None:
@@ -133,19 +127,13 @@ def _estimated_rate_per_day(
 
 
 def optimal_fetch_rate_per_day(
-    change_rate_per_day: float,
-    importance: float,
-    policy: SchedulePolicy,
-    min_interval_days: float | None = None,
-    max_interval_days: float | None = None,
+    change_rate_per_day: float, importance: float, policy: SchedulePolicy,
+    min_interval_days: float | None = None, max_interval_days: float | None = None,
 ) -> float:
     """The Lagrange-optimal fetch rate for μ (section 5), within the interval bounds."""
     assert policy.mu is not None
     return fetch_rate_for(
-        change_rate_per_day,
-        importance,
-        policy.mu,
-        policy.settings.objective,
+        change_rate_per_day, importance, policy.mu, policy.settings.objective,
         min_interval_days or policy.settings.min_interval / SECONDS_PER_DAY,
         max_interval_days or policy.settings.max_interval / SECONDS_PER_DAY,
         beta_days=policy.settings.beta_seconds / SECONDS_PER_DAY,
@@ -156,10 +144,8 @@ def own_interval_bounds_seconds(record: UrlRecord, policy: SchedulePolicy) -> tu
     """The URL's (shortest, longest) interval: its own bounds (``crawler bound``) where it has
     them, the policy's otherwise (crawler.core.url_bounds.interval_bounds)."""
     return interval_bounds(
-        record.own_min_interval_seconds,
-        record.own_max_interval_seconds,
-        policy.settings.min_interval,
-        policy.settings.max_interval,
+        record.own_min_interval_seconds, record.own_max_interval_seconds,
+        policy.settings.min_interval, policy.settings.max_interval,
     )
 
 
@@ -174,7 +160,6 @@ def min_interval_days(record: UrlRecord, policy: SchedulePolicy) -> float:
 def _min_interval_days(
     shortest_seconds: float, longest_seconds: float, model: PeriodicModel | None
 ) -> float:
-    """``min_interval_days`` from the URL's own bounds and its ``timing_model``."""
     shortest = shortest_seconds / SECONDS_PER_DAY
     if model is None:
         return shortest
@@ -214,10 +199,7 @@ def timing_model(record: UrlRecord, policy: SchedulePolicy) -> PeriodicModel | N
 
 
 def next_fetch(
-    record: UrlRecord,
-    obs: Observation,
-    policy: SchedulePolicy,
-    *,
+    record: UrlRecord, obs: Observation, policy: SchedulePolicy, *,
     robots_expires_at: float | None = None,
 ) -> Schedule:
     """The URL's next fetch time after ``obs``, and the estimates behind it.
@@ -238,10 +220,7 @@ def next_fetch(
 
 
 def _next_fetch(
-    record: UrlRecord,
-    obs: Observation,
-    policy: SchedulePolicy,
-    robots_expires_at: float | None,
+    record: UrlRecord, obs: Observation, policy: SchedulePolicy, robots_expires_at: float | None
 ) -> Schedule:
     now = obs.fetched_at
     if obs.outcome == DISALLOWED:
@@ -264,10 +243,7 @@ def _next_fetch(
         longest / SECONDS_PER_DAY,
     )
     next_days = next_fetch_time(
-        now / SECONDS_PER_DAY,
-        fetch_rate,
-        periodic,
-        max_interval_days=longest / SECONDS_PER_DAY,
+        now / SECONDS_PER_DAY, fetch_rate, periodic, max_interval_days=longest / SECONDS_PER_DAY,
         min_update_delay_days=policy.settings.min_interval / SECONDS_PER_DAY,
         saw_change=bool(obs.changed),
     )
@@ -278,12 +254,11 @@ def _next_fetch(
 
 def _retry_after_early_miss(now_days: float, model: PeriodicModel, policy: SchedulePolicy) -> float:
     """The retry of a timed page fetched shortly BEFORE its target (expected update + delay)
-    that found nothing new: the target plus the same lead, at most an eighth of the period.
+    that found nothing new: the target plus the same lead, at most an eighth of the period;
+    -inf when the fetch was not early (on time, a skipped update: the next cycle is the plan's).
 
-    A fetch comes early only when the crawler runs ahead of its schedule (a work-conserving
-    crawler with spare capacity, as the simulator is); retrying at the target itself would
-    hand the page every spare slot until the update, each fetch wasted. Returns -inf when the
-    fetch was not early (on time, a skipped update: the next cycle is the plan's business).
+    A fetch comes early only when a work-conserving crawler runs ahead of its schedule;
+    retrying at the target itself would hand the page every spare slot until the update.
     """
     delay_days = update_delay_seconds(model, policy) / SECONDS_PER_DAY
     target = next_update_after(model, now_days - delay_days) + delay_days

@@ -13,8 +13,6 @@ page's do; a file robots.txt disallows is looked at again when robots.txt is nex
 
 Clocked update detection is off for these files: their changes are a site's publications,
 which the Poisson estimate follows, and the detector needs change brackets kept per file.
-
-Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -98,30 +96,19 @@ def _record(state: SitemapState, max_interval_seconds: float) -> UrlRecord:
     """The file as the page model's record: its statistics, and its longest interval as its
     own bound (``crawler bound``'s field, which every outcome's schedule is held to)."""
     return UrlRecord(
-        url_id=0,
-        url="",
-        host_id=state.host_id,
+        url_id=0, url="", host_id=state.host_id,
         state=UrlState.ACTIVE if state.answered_at is not None else UrlState.NEW,
-        last_fetched_at=state.answered_at,
-        last_content_hash=state.digest,
-        etag=state.etag,
-        last_modified=state.last_modified,
-        fetch_count=state.reads,
-        change_count=state.changes,
-        consecutive_failures=state.consecutive_failures,
-        history=state.history,
+        last_fetched_at=state.answered_at, last_content_hash=state.digest, etag=state.etag,
+        last_modified=state.last_modified, fetch_count=state.reads, change_count=state.changes,
+        consecutive_failures=state.consecutive_failures, history=state.history,
         change_rate_per_day=state.change_rate_per_day,
         own_max_interval_seconds=max_interval_seconds,
     )
 
 
 def after_read(
-    state: SitemapState,
-    read: SitemapRead,
-    policy: SchedulePolicy,
-    *,
-    max_interval_seconds: float,
-    robots_expires_at: float | None = None,
+    state: SitemapState, read: SitemapRead, policy: SchedulePolicy, *,
+    max_interval_seconds: float, robots_expires_at: float | None = None,
 ) -> AfterRead:
     """The file's state after ``read`` and when to read it next."""
     changed: bool | None = None
@@ -142,22 +129,17 @@ def after_read(
         simhash_distance=None, changed=changed, content_changed=changed,
         last_modified=read.last_modified, error_kind=None, truncated=False,
     )
-    record = _record(state, max_interval_seconds)
-    after = updated_record(record, result, obs)
+    after = updated_record(_record(state, max_interval_seconds), result, obs)
     timeless = policy.settings.model_copy(update={"detect_periods": False})
     schedule = next_fetch(after, obs, replace(policy, settings=timeless),
                           robots_expires_at=robots_expires_at)
+    rate = schedule.change_rate_per_day
     new_state = SitemapState(
-        host_id=state.host_id,
-        answered_at=after.last_fetched_at,
-        digest=after.last_content_hash if content else state.digest,
-        reads=after.fetch_count,
-        changes=after.change_count,
-        consecutive_failures=after.consecutive_failures,
+        host_id=state.host_id, answered_at=after.last_fetched_at,
+        digest=after.last_content_hash if content else state.digest, reads=after.fetch_count,
+        changes=after.change_count, consecutive_failures=after.consecutive_failures,
         history=after.history,
-        change_rate_per_day=(schedule.change_rate_per_day
-                             if schedule.change_rate_per_day is not None
-                             else state.change_rate_per_day),
+        change_rate_per_day=rate if rate is not None else state.change_rate_per_day,
         etag=after.etag if content else state.etag,
         last_modified=after.last_modified if content else state.last_modified,
     )

@@ -3,30 +3,19 @@
 One reader takes every format the major engines accept, told apart by the document itself
 (never by the Content-Type, which servers get wrong): XML ``urlset`` and ``sitemapindex``
 (sitemaps.org 0.9, any or no namespace), plain-text sitemaps (one URL a line), RSS 2.0 and
-RSS 1.0 (RDF) and Atom feeds. The news, image, video and hreflang (``xhtml:link``) extensions
-are tolerated: their elements are skipped, save ``news:publication_date``, kept as a
-``published`` date. Gzip is undone by the caller (``crawler.net.sitemapfetch``), under the
-same kind of cap as page bodies.
+RSS 1.0 (RDF) and Atom feeds. Of the news, image, video and hreflang extensions only
+``news:publication_date`` is read (a ``published`` date). Gzip is undone by the caller
+(``crawler.net.sitemapfetch``).
 
-Written here on the standard library's streaming XML parser (expat, through ``pyexpat``)
-rather than taken from a package, because none of the maintained ones fits the crawler's
-bounds: ultimate-sitemap-parser fetches for itself (around the host lease, delay, robots.txt
-and address checks of ``crawler.net.fetch``) and holds whole documents; feedparser reads a
-whole document into memory and knows no sitemaps; lxml is a C dependency the crawler does not
-otherwise need. Expat is fed chunks as they arrive and calls back per element: the reader
-keeps only the entry being read (its URL, its dates, at most ``MAX_TEXT`` characters of any
-one element, ``MAX_DEPTH`` levels of nesting), so its memory is one entry's whatever the
-file's size. A document that declares entities is refused: no sitemap needs one, and every
-expansion bomb does (expat since 2.4 also caps the amplification itself).
+Expat (the standard library's streaming parser) is fed chunks as they arrive, and the reader
+keeps only the entry being read (at most ``MAX_TEXT`` characters of any element, ``MAX_DEPTH``
+levels of nesting), so its memory does not grow with the file: no maintained package both
+does that and leaves the fetching to ``crawler.net.fetch``. A document that declares entities
+is refused: no sitemap needs one, and every expansion bomb does.
 
-The protocol's limits are the reader's: at most ``MAX_URLS`` entries and ``MAX_BYTES`` bytes
-(uncompressed) per file. Past either the file is cut, and ``cut`` says which; what was read
-before the cut is kept. Invalid XML ends the file the same way (``error``), keeping the
-entries read before the fault.
-
-Which of a sitemap's URLs may be taken is the protocol's location rule (``location_allows``):
-the sitemap's own origin and directory, or any URL of the host whose robots.txt listed the
-sitemap (cross-submission).
+Past ``MAX_URLS`` entries or ``MAX_BYTES`` bytes (uncompressed) a file is cut (``cut`` says
+which); invalid XML ends it the same way (``error``); either way the entries read before are
+kept. ``location_allows`` is the protocol's rule for which URLs a sitemap may list.
 
 Pure: no I/O, no clock.
 """
@@ -121,10 +110,9 @@ class Entry:
 
 
 def parse_date(text: str) -> float | None:
-    """A W3C datetime in any of its forms (``1997``, ``1997-07``, ``1997-07-16``,
-    ``1997-07-16T19:20+01:00``, seconds and fractions, ``Z``), also with a space for the
-    ``T`` or a ``+hhmm`` zone as found in the wild, or an RFC 822 date (RSS ``pubDate``), as
-    seconds since the epoch; None when it is neither. A time without a zone is taken as UTC."""
+    """A W3C datetime in any of its forms (``1997`` to ``1997-07-16T19:20:30.45+01:00``, also
+    with a space for ``T`` or a ``+hhmm`` zone), or an RFC 822 date (RSS ``pubDate``), as
+    seconds since the epoch; None when it is neither. A time without a zone is UTC."""
     text = text.strip()
     match = _W3C_DATE.fullmatch(text)
     if match is not None:
@@ -160,13 +148,11 @@ def _local(tag: str) -> str:
 
 
 class _Stop(Exception):
-    """Reading ends here (cut at a limit, or not a sitemap): raised out of the parser."""
+    """Reading ends here (cut at a limit, or not a sitemap)."""
 
 
 @dataclass(slots=True)
 class _Pending:
-    """The entry being read: its URL candidates and dates as their elements end."""
-
     loc: str | None = None
     link: str | None = None
     guid: str | None = None
@@ -184,11 +170,10 @@ class SitemapReader:
     ``base_url`` is the file's URL: relative links of feeds are resolved against it.
     ``invalid`` counts entries whose URL was missing or malformed (dropped).
 
-    A UTF-8 document (declared so, or declaring nothing) with bytes that are no UTF-8, or
-    with control characters XML does not allow, is read on: each invalid sequence becomes
-    U+FFFD and each such control character is dropped before expat sees them (feeds pasted
-    together from other text have both, and expat would stop at the first). ``repaired``
-    counts them.
+    In a UTF-8 document (declared so, or declaring nothing), invalid sequences become U+FFFD
+    and control characters XML does not allow are dropped before expat sees them (feeds
+    pasted together from other text have both, and expat would stop at the first);
+    ``repaired`` counts them.
     """
 
     def __init__(self, base_url: str, *, max_urls: int = MAX_URLS,
@@ -220,8 +205,7 @@ class SitemapReader:
         self._text_size = 0
         self._pending = _Pending()
         self._out: list[Entry] = []
-        # Dates as written -> as parsed: a file repeats a few dates (a day's, a deploy's) on
-        # thousands of entries, and parsing one is a third of the time an entry takes.
+        # Dates as written -> as parsed: a file repeats a few dates on thousands of entries.
         self._dates: dict[str, float | None] = {}
 
     @property
@@ -285,9 +269,8 @@ class SitemapReader:
         if utf16:  # expat reads it itself
             return stripped
         self._head = b""
-        # White space before the XML declaration is a fatal error to expat, and WordPress
-        # themes and plugins that print a newline before it are common (Yoast's sitemaps
-        # among them): it is dropped, as browsers and the major engines do.
+        # White space before the XML declaration is fatal to expat, and WordPress plugins
+        # print a newline there: it is dropped, as browsers and the major engines do.
         return bom + stripped
 
     # --- invalid bytes ------------------------------------------------------------------
@@ -393,8 +376,7 @@ class SitemapReader:
         self._text, self._text_size = [], 0
         self._read_child(name, attributes, text, level)
 
-    def _read_child(self, name: str, attributes: dict[str, str], text: str,
-                    level: int) -> None:
+    def _read_child(self, name: str, attributes: dict[str, str], text: str, level: int) -> None:
         pending = self._pending
         if level == 1:
             if name == "loc" and self.kind in (URLSET, INDEX):
@@ -421,11 +403,9 @@ class SitemapReader:
         return name == "id" and self.kind == ATOM and text.startswith(("http:", "https:"))
 
     def _hint(self, kind: str, text: str) -> None:
-        dates = self._dates
-        if text in dates:
-            claimed = dates[text]
-        else:
-            claimed = dates[text] = parse_date(text)
+        if text not in self._dates:
+            self._dates[text] = parse_date(text)
+        claimed = self._dates[text]
         if claimed is not None and len(self._pending.hints) < 8:
             self._pending.hints.append(DateHint(kind, claimed))
 
@@ -459,12 +439,9 @@ class SitemapReader:
 
 
 def read_document(data: bytes, base_url: str, **limits: int) -> tuple[SitemapReader, list[Entry]]:
-    """A whole (already decompressed) document read at once: the reader, for its kind and
-    cut, and the entries."""
+    """A whole (already decompressed) document read at once: the reader and the entries."""
     reader = SitemapReader(base_url, **limits)
-    entries = reader.feed(data)
-    entries += reader.close()
-    return reader, entries
+    return reader, reader.feed(data) + reader.close()
 
 
 # --- where sitemaps are and what they may list ------------------------------------------
@@ -488,11 +465,6 @@ def default_sitemap(origin: str) -> str:
     return origin.rstrip("/") + "/sitemap.xml"
 
 
-def origin_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
-
-
 def location_allows(sitemap_url: str, url: str, robots_origin: str | None) -> bool:
     """Whether a sitemap at ``sitemap_url`` may list ``url`` (sitemaps.org, "Sitemap file
     location"): a URL of the sitemap's origin under the sitemap's directory, or, when the
@@ -513,9 +485,9 @@ def location_allows(sitemap_url: str, url: str, robots_origin: str | None) -> bo
 
 
 def location_prefixes(sitemap_url: str, robots_origin: str | None) -> tuple[str, ...]:
-    """``location_allows`` as prefixes of normalised URLs (which always have a path): a
-    URL ``url`` of a listing is allowed when ``url.startswith(prefixes)``, one C call where
-    ``location_allows`` parses two URLs (a 50,000-URL file is read again and again)."""
+    """``location_allows`` as prefixes of normalised URLs (which always have a path): ``url``
+    is allowed when ``url.startswith(prefixes)``, one C call where ``location_allows`` parses
+    two URLs."""
     try:
         own = urlsplit(sitemap_url)
     except ValueError:

@@ -5,8 +5,6 @@ solved for, as one versioned row (table ``plans``). Every fetch process of every
 the newest row and schedules under it: the plan reaches processes through the database, never
 through a callback into one process's configuration. A daemon whose settings differ from those
 the newest plan was solved for re-plans at once (``settings_moved``).
-
-Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -39,14 +37,10 @@ class SolvedFor:
 
 
 def solved_for(policy: SchedulePolicy, budget_setting_per_day: float | None) -> SolvedFor:
+    s = policy.settings
     return SolvedFor(
-        policy.settings.schedule,
-        policy.settings.objective,
-        policy.settings.beta_seconds,
-        policy.settings.default_interval,
-        policy.settings.min_interval,
-        policy.settings.max_interval,
-        budget_setting_per_day,
+        s.schedule, s.objective, s.beta_seconds, s.default_interval, s.min_interval,
+        s.max_interval, budget_setting_per_day,
     )
 
 
@@ -93,12 +87,8 @@ def applied(policy: SchedulePolicy, plan: Plan | None) -> SchedulePolicy:
         and plan.solved_for.min_interval_seconds == policy.settings.min_interval
         and plan.solved_for.max_interval_seconds == policy.settings.max_interval
     )
-    return replace(
-        policy,
-        mu=plan.mu if same and policy.settings.schedule == "optimal" else None,
-        prior=plan.prior,
-        host_priors=dict(plan.host_priors),
-    )
+    mu = plan.mu if same and policy.settings.schedule == "optimal" else None
+    return replace(policy, mu=mu, prior=plan.prior, host_priors=dict(plan.host_priors))
 
 
 def host_priors_document(host_priors: Mapping[int, GammaPrior]) -> dict[str, list[float]]:
@@ -115,12 +105,8 @@ def plan_from_row(row: Mapping[str, Any]) -> Plan:
     """A ``plans`` row (any mapping with its column names) as a Plan."""
     return Plan(
         solved_for=SolvedFor(
-            row["mode"],
-            row["objective"],
-            row["beta_seconds"],
-            row["default_interval_seconds"],
-            row["min_interval_seconds"],
-            row["max_interval_seconds"],
+            row["mode"], row["objective"], row["beta_seconds"], row["default_interval_seconds"],
+            row["min_interval_seconds"], row["max_interval_seconds"],
             row["budget_setting_per_day"],
         ),
         budget_per_day=row["budget_per_day"],

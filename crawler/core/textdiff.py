@@ -2,18 +2,15 @@
 
 Pure: ``crawler get --text``, ``crawler diff`` and the change events all take text from the
 same bounded parse that computed the fingerprint (``crawler.core.bounds.parse_bounded``), so
-what a user diffs is what the simhash saw. A change event diffs the text the fetch's
-transition already extracted against its previous version's.
+what a user diffs is what the simhash saw.
 
-Every diff here is bounded in time and input. Past ``MAX_DIFF_ITEMS`` lines (or words) a side,
-the rest is not compared (the change says it was cut). The common head and tail are skipped in
-linear time (a price changed on a long page leaves a middle of a few words); a middle small
-enough is aligned by ``difflib`` exactly; a larger one is anchored on the items that occur
-once in each version (patience diff, O(n log n)), and only the gaps between anchors go to
-``difflib``, within a total budget of comparisons, past which a gap is shown as one replaced
-block. ``difflib`` alone is quadratic: 10,000 lines with every other one changed took 14 s.
-Either way every line and word that differs is shown; only the alignment inside a huge
-rewrite is coarser.
+Every diff here is bounded in time and input (``difflib`` alone is quadratic). Past
+``MAX_DIFF_ITEMS`` lines (or words) a side, the rest is not compared (the change says it was
+cut). The common head and tail are skipped in linear time; a middle small enough is aligned by
+``difflib`` exactly; a larger one is anchored on the items that occur once in each version
+(patience diff, O(n log n)), and only the gaps between anchors go to ``difflib``, within a
+total budget of comparisons, past which a gap is shown as one replaced block. Either way every
+line and word that differs is shown; only the alignment inside a huge rewrite is coarser.
 """
 
 from __future__ import annotations
@@ -53,15 +50,10 @@ _AUTOJUNK_FROM: Final = 200
 Opcode = tuple[str, int, int, int, int]
 
 
-def text_lines(
-    body: bytes, content_type: str | None, region: Region | None = None
-) -> list[str]:
-    """The visible text of a stored body, one line per source line, whitespace collapsed.
-
-    The fingerprint's features ignore whitespace, so these lines carry exactly its words; the
-    line breaks only make a diff readable. Non-HTML bodies are decoded as UTF-8 text. With the
-    URL's watched ``region``, only its text, as the fingerprint saw it.
-    """
+def text_lines(body: bytes, content_type: str | None, region: Region | None = None) -> list[str]:
+    """The visible text of a stored body (only the watched ``region``'s, with one), one line
+    per source line, whitespace collapsed: exactly the words the fingerprint saw. Non-HTML
+    bodies are decoded as UTF-8 text."""
     return page_text(body, content_type, region)[0]
 
 
@@ -112,21 +104,7 @@ def bounded_opcodes(
     head and tail are found in linear time, a middle within ``budget`` comparisons is aligned
     by difflib, a longer one is anchored on unique items first (see the module). Blocks tagged
     equal are equal, and every differing item is in a block that is not."""
-    n, m = len(old), len(new)
-    head = 0
-    while head < n and head < m and old[head] == new[head]:
-        head += 1
-    tail = 0
-    while tail < n - head and tail < m - head and old[n - 1 - tail] == new[m - 1 - tail]:
-        tail += 1
-    codes: list[Opcode] = []
-    if head:
-        codes.append(("equal", 0, head, 0, head))
-    left = [budget]
-    codes += _align(old, new, head, n - tail, head, m - tail, left, 0)
-    if tail:
-        codes.append(("equal", n - tail, n, m - tail, m))
-    return _merged(codes)
+    return _merged(_trimmed(old, new, 0, len(old), 0, len(new), [budget], 0))
 
 
 def _changed(i1: int, i2: int, j1: int, j2: int) -> list[Opcode]:
@@ -135,6 +113,22 @@ def _changed(i1: int, i2: int, j1: int, j2: int) -> list[Opcode]:
         return []
     tag = "replace" if i1 < i2 and j1 < j2 else "delete" if i1 < i2 else "insert"
     return [(tag, i1, i2, j1, j2)]
+
+
+def _trimmed(
+    old: Sequence[Hashable], new: Sequence[Hashable], i1: int, i2: int, j1: int, j2: int,
+    budget: list[int], depth: int,
+) -> list[Opcode]:
+    """Opcodes for ``old[i1:i2]`` against ``new[j1:j2]``: the common head and tail, found in
+    linear time, are equal blocks (maybe empty: ``_merged`` drops those), and ``_align``
+    aligns the middle."""
+    x1, y1, x2, y2 = i1, j1, i2, j2
+    while x1 < x2 and y1 < y2 and old[x1] == new[y1]:
+        x1, y1 = x1 + 1, y1 + 1
+    while x2 > x1 and y2 > y1 and old[x2 - 1] == new[y2 - 1]:
+        x2, y2 = x2 - 1, y2 - 1
+    return [("equal", i1, x1, j1, y1), *_align(old, new, x1, x2, y1, y2, budget, depth),
+            ("equal", x2, i2, y2, j2)]
 
 
 def _align(
@@ -158,17 +152,7 @@ def _align(
     codes: list[Opcode] = []
     p, q = i1, j1
     for i, j in [*anchors, (i2, j2)]:
-        # The gap before this anchor, less the common head and tail its ends share.
-        x1, y1, x2, y2 = p, q, i, j
-        while x1 < x2 and y1 < y2 and old[x1] == new[y1]:
-            x1, y1 = x1 + 1, y1 + 1
-        while x2 > x1 and y2 > y1 and old[x2 - 1] == new[y2 - 1]:
-            x2, y2 = x2 - 1, y2 - 1
-        if x1 > p:
-            codes.append(("equal", p, x1, q, y1))
-        codes += _align(old, new, x1, x2, y1, y2, budget, depth + 1)
-        if x2 < i:
-            codes.append(("equal", x2, i, y2, j))
+        codes += _trimmed(old, new, p, i, q, j, budget, depth + 1)  # the gap before the anchor
         if i < i2:
             codes.append(("equal", i, i + 1, j, j + 1))
         p, q = i + 1, j + 1
@@ -333,8 +317,7 @@ def word_changes(
     budget = max_chars
     differing = [code for code in bounded_opcodes(a, b) if code[0] != "equal"]
     for n, (_, i1, i2, j1, j2) in enumerate(differing):
-        if (max_changes is not None and n >= max_changes) or (budget is not None
-                                                               and budget <= 0):
+        if (max_changes is not None and n >= max_changes) or (budget is not None and budget <= 0):
             truncated = True
             break
         removed, added = " ".join(a[i1:i2]), " ".join(b[j1:j2])
@@ -371,14 +354,12 @@ def line_changes(
     max_word_chars: int = MAX_EVENT_WORD_CHARS,
 ) -> LineChanges:
     """Added and removed lines (in order), at most ``max_lines`` and ``max_chars`` in all, and
-    the word-level changes (``word_changes``, every word that differs, numbers included,
-    within their own bounds).
+    the word-level changes (``word_changes``, within their own bounds).
 
     Unless ``numbers`` (a URL watched exactly, for which a number is the change), lines that
-    differ only in digits count as equal, unless nothing else differs: an event is written
-    for a change the fingerprint saw, and on a small page a changed number alone can move it
-    past the threshold, so then the numbers are the change, and shown (an event that says
-    "changed" with no line added or removed tells its reader nothing)."""
+    differ only in digits count as equal, unless nothing else differs: on a small page a
+    changed number alone can move the fingerprint past the threshold, and an event that says
+    "changed" with no line added or removed tells its reader nothing."""
     added: list[str] = []
     removed: list[str] = []
     budget = max_chars
@@ -398,10 +379,9 @@ def line_changes(
                 if len(added) + len(removed) >= max_lines or budget <= 0:
                     truncated = True
                     break
-                cut = line[:budget]
-                truncated |= len(cut) < len(line)
-                budget -= len(cut)
-                target.append(cut)
+                kept, budget, cut = _cut(line, budget)
+                truncated |= cut
+                target.append(kept)
     words, words_truncated = word_changes(
         old, new, max_changes=max_word_changes, max_chars=max_word_chars
     )

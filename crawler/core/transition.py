@@ -156,23 +156,13 @@ def change_event(before: UrlRecord, obs: Observation) -> ChangeEvent | None:
     if kind is None:
         return None
     return ChangeEvent(
-        url_id=before.url_id,
-        url=before.url,
-        fetched_at=obs.fetched_at,
-        kind=kind,
-        previous_simhash=before.last_simhash,
-        new_simhash=obs.simhash,
-        distance=obs.simhash_distance,
+        before.url_id, before.url, obs.fetched_at, kind, previous_simhash=before.last_simhash,
+        new_simhash=obs.simhash, distance=obs.simhash_distance,
     )
 
 
 def host_update(
-    host: HostContext,
-    result: FetchResult,
-    settings: Settings,
-    *,
-    now: float,
-    rng_value: float,
+    host: HostContext, result: FetchResult, settings: Settings, *, now: float, rng_value: float
 ) -> HostUpdate:
     """The host's politeness clock and backoff after a request (none for a forbidden URL)."""
     if result.outcome == Outcome.DISALLOWED:
@@ -225,10 +215,8 @@ def transition(
     if not permanent and not same_bytes:
         # Bounded, never raises: a page the parser fails on is recorded with parse_error.
         result, page = parse_bounded(
-            result,
-            page_url=record.url if record.site_id is not None else None,
-            max_links=settings.max_outlinks,
-            region=record.region,
+            result, page_url=record.url if record.site_id is not None else None,
+            max_links=settings.max_outlinks, region=record.region,
         )
     obs = observe(record, result, settings.simhash_threshold, page, same_bytes=same_bytes,
                   exact=exact)
@@ -242,20 +230,15 @@ def transition(
         elif obs.outcome == Outcome.GONE:
             links = ()
         window = WindowUpdate(
-            site_id=record.site_id,
-            out_links=links,
-            state_changed=after.state != record.state,
-            first_fetch=record.last_fetched_at is None,
+            record.site_id, links, after.state != record.state, record.last_fetched_at is None
         )
     return Transition(
         before=record,
         record=replace_record(
             after, change_rate_per_day=schedule.change_rate_per_day,
             # A window page's body was examined for links (page_url given): read, even when
-            # it held none (not HTML), so that its next fetch is conditional again. (A page
-            # whose links are unread never takes the same-bytes shortcut.) A gone page's links
-            # are dropped: unread again, so that the fetch finding it back, even with the
-            # bytes it had, reads them and its part of the window comes back with it.
+            # it held none, so that its next fetch is conditional again. A gone page's links
+            # are dropped: unread again, so that the fetch finding it back reads them.
             out_links_read=(record.out_links_read and obs.outcome != Outcome.GONE)
             or (record.site_id is not None and not permanent and result.outcome == Outcome.OK),
         ),
@@ -266,8 +249,7 @@ def transition(
         # URL pointed (as it shows the 3xx it answered).
         redirect_to=target if permanent else result.redirect_to or followed,
         # A permanent redirect's target is seeded only if the global URL patterns pass it.
-        seed=target if permanent and url_filter.rejection(target or "") is None
-        else None,
+        seed=target if permanent and url_filter.rejection(target or "") is None else None,
         window=window,
         event=change_event(record, obs),
         text=None if page is None else page.raw_text,

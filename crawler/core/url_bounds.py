@@ -10,7 +10,7 @@ A URL's own bound replaces the crawler-wide one on its side, and wins over the o
 setting when the two cross: "at least every 30 s" holds under CRAWLER_MIN_INTERVAL=60, since
 the watcher asked for that URL by name.
 
-Pure: no I/O, no clock. Times are POSIX seconds.
+Times are POSIX seconds.
 """
 
 from __future__ import annotations
@@ -103,11 +103,8 @@ def parse_window(text: str) -> list[tuple[float, float]]:
     if start == end:
         raise BoundError(f"{text!r}: the window is empty")
     length = end - start if end > start else end + 86400.0 - start
-    spans = []
-    for day in _days(match.group("days"), text):
-        begin = day * 86400.0 + start
-        spans.append((begin, begin + length))
-    return spans
+    days = _days(match.group("days"), text)
+    return [(day * 86400.0 + start, day * 86400.0 + start + length) for day in days]
 
 
 def _merged(spans: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
@@ -154,9 +151,7 @@ def next_allowed(windows: WeeklyWindows | None, at: float) -> float:
 
 
 def interval_bounds(
-    own_min_seconds: float | None,
-    own_max_seconds: float | None,
-    policy_min_seconds: float,
+    own_min_seconds: float | None, own_max_seconds: float | None, policy_min_seconds: float,
     policy_max_seconds: float,
 ) -> tuple[float, float]:
     """The URL's (shortest, longest) revisit interval in seconds: its own bound where it has
@@ -171,9 +166,7 @@ def interval_bounds(
 
 
 def interval_bound_arrays(
-    own_min_seconds: FloatArray,
-    own_max_seconds: FloatArray,
-    policy_min_seconds: float,
+    own_min_seconds: FloatArray, own_max_seconds: FloatArray, policy_min_seconds: float,
     policy_max_seconds: float,
 ) -> tuple[FloatArray, FloatArray]:
     """``interval_bounds`` over arrays, NaN where a URL has no bound of its own; in seconds."""
@@ -196,9 +189,7 @@ def check_bounds(min_seconds: float | None, max_seconds: float | None) -> None:
 
 
 def binding_bound(
-    optimal_rate_per_day: float,
-    own_min_seconds: float | None,
-    own_max_seconds: float | None,
+    optimal_rate_per_day: float, own_min_seconds: float | None, own_max_seconds: float | None
 ) -> str:
     """Which of the URL's own bounds decides its rate against the optimum without them:
     ``at-least-every``, ``at-most-every`` or ``none`` (the optimum lies inside them)."""

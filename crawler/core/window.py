@@ -20,13 +20,9 @@ def bfs_window(
     size: int,
     excluded: Container[Node] = frozenset(),
 ) -> tuple[list[Node], dict[Node, int]]:
-    """BFS from ``root``: the first ``size`` pages visited, and every reached page's depth.
-
-    Ties are broken by link order: out-links are visited in the order they appear on the page,
-    so among pages at one depth, those linked from an earlier-visited page come first.
-    ``excluded`` pages (gone: 404/410) are neither members nor passed through. Depths cover
-    the whole reachable graph, so a page pushed beyond the window still has its distance.
-    """
+    """BFS from ``root``: the first ``size`` pages visited, and every reached page's depth
+    (beyond the window too). Out-links are visited in page order, which breaks ties.
+    ``excluded`` pages (gone: 404/410) are neither members nor passed through."""
     if size <= 0 or root in excluded:
         return [], {}
     depths = {root: 0}
@@ -74,12 +70,9 @@ LIFESPAN_BUCKETS_DAYS: tuple[tuple[str, float], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Lifespan:
-    """A page's visible lifespan in the window, by both of the paper's methods.
-
-    Method 1 takes the observed span as the lifespan. Method 2 doubles it for a page whose
-    lifespan began before observation started or had not ended when it stopped (censored),
-    since such a page's true lifespan is anywhere from the span to infinity.
-    """
+    """A page's visible lifespan in the window, by both of the paper's methods: method 1 takes
+    the observed span; method 2 doubles it for a page whose lifespan began before observation
+    started or had not ended when it stopped (censored: anywhere from the span to infinity)."""
 
     method1_days: float
     method2_days: float

@@ -6,8 +6,7 @@ from the edges it changed, reading only the rows and links those edges reach.
 
 Sans-I/O: ``window_update`` is a generator. It yields a ``Need`` (the rows and links it wants
 next) and is sent back the ``Facts`` that answer it; it returns the changed rows. The database
-driver (``crawler.db.windows``) answers from indexed lookups, a test answers from a dict, and
-both run this same code. It never reads the clock or any I/O.
+driver (``crawler.db.windows``) answers from indexed lookups, a test from a dict.
 
 Depths (dynamic BFS, after Ramalingam and Reps):
 
@@ -76,21 +75,12 @@ Update = Generator[Need, Facts, list[Membership]]
 
 
 class _Known:
-    """Everything read so far; asks for a thing once."""
+    """Everything read so far; ``_ask`` asks for a thing once."""
 
     def __init__(self) -> None:
         self.rows: dict[int, Row | None] = {}
         self.out: dict[int, Sequence[int]] = {}
         self.into: dict[int, Sequence[int]] = {}
-
-    def need(self, rows: Iterable[int] = (), out_links: Iterable[int] = (),
-             in_links: Iterable[int] = ()) -> Need | None:
-        need = Need(
-            rows=frozenset(r for r in rows if r not in self.rows),
-            out_links=frozenset(o for o in out_links if o not in self.out),
-            in_links=frozenset(i for i in in_links if i not in self.into),
-        )
-        return need if need.rows or need.out_links or need.in_links else None
 
     def learn(self, need: Need, facts: Facts) -> None:
         for page, row in facts.rows.items():
@@ -114,8 +104,12 @@ class _Known:
 
 def _ask(known: _Known, rows: Iterable[int] = (), out_links: Iterable[int] = (),
          in_links: Iterable[int] = ()) -> Generator[Need, Facts, None]:
-    need = known.need(rows, out_links, in_links)
-    if need is not None:
+    need = Need(
+        rows=frozenset(r for r in rows if r not in known.rows),
+        out_links=frozenset(o for o in out_links if o not in known.out),
+        in_links=frozenset(i for i in in_links if i not in known.into),
+    )
+    if need.rows or need.out_links or need.in_links:
         known.learn(need, (yield need))
 
 
@@ -203,24 +197,22 @@ def window_update(
             new_depth[node] = depth
             heapq.heappush(frontier, (depth, node))
 
-    for v in lost:
-        if known.excluded(v):
-            continue
-        parents = [known.depth(u) for u in known.into[v]
-                   if u not in lost and not known.excluded(u)]
-        best = min((d for d in parents if d is not None), default=None)
+    def offer_below(node: int, parents: Iterable[int]) -> None:
+        depths = [known.depth(u) for u in parents if not known.excluded(u)]
+        best = min((d for d in depths if d is not None), default=None)
         if best is not None:
-            offer(v, best + 1)
+            offer(node, best + 1)
+
+    for v in lost:
+        if not known.excluded(v):
+            offer_below(v, [u for u in known.into[v] if u not in lost])
     if page_was_gone and not page_gone:
         if page == root:
             offer(page, 0)
         else:
             yield from _ask(known, in_links=[page])
             yield from _ask(known, rows=known.into[page])
-            parents = [known.depth(u) for u in known.into[page] if not known.excluded(u)]
-            best = min((d for d in parents if d is not None), default=None)
-            if best is not None:
-                offer(page, best + 1)
+            offer_below(page, known.into[page])
     elif page not in lost and page_depth is not None:
         for t in added:
             offer(t, page_depth + 1)

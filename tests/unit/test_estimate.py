@@ -20,12 +20,9 @@ from crawler.core.estimate import (
     dated_change_days,
     fast_posterior_rate,
     fit_gamma_prior,
-    fit_priors_by_host,
-    improved_rate_regular,
     last_modified_is_credible,
     last_modified_rate,
     mle_rate_irregular,
-    naive_rate,
     posterior_rate,
 )
 
@@ -38,34 +35,6 @@ def simulate_history(
     for interval, changed in zip(intervals_days.tolist(), detected.tolist(), strict=True):
         history = history.observe(interval, changed)
     return history
-
-
-@pytest.mark.parametrize("rate_times_interval", [0.25, 1.0, 2.0])
-def test_improved_estimator_is_nearly_unbiased_for_regular_fetches(
-    rate_times_interval: float,
-) -> None:
-    rng = np.random.default_rng(11)
-    fetches, interval_days = 50, 0.5
-    true_rate = rate_times_interval / interval_days
-    changes = rng.binomial(fetches, -math.expm1(-rate_times_interval), size=4000)
-    estimates = [improved_rate_regular(fetches, int(x), interval_days) for x in changes]
-    assert np.mean(estimates) == pytest.approx(true_rate, rel=0.03)
-
-
-def test_naive_estimator_is_biased_low_when_fetching_slowly() -> None:
-    rng = np.random.default_rng(12)
-    fetches, interval_days = 50, 1.0
-    slow, fast = 0.05, 3.0  # lam * I
-    for rate, expected_ratio in ((slow, 1.0), (fast, -math.expm1(-fast) / fast)):
-        changes = rng.binomial(fetches, -math.expm1(-rate * interval_days), size=4000)
-        naive = np.mean([naive_rate(int(x), fetches * interval_days) for x in changes])
-        assert naive / rate == pytest.approx(expected_ratio, rel=0.05)
-    # At lam*I = 3 the naive rate sees about a third of the changes; the improved one does not.
-    changes = rng.binomial(fetches, -math.expm1(-fast), size=4000)
-    naive = np.mean([naive_rate(int(x), fetches * interval_days) for x in changes])
-    improved = np.mean([improved_rate_regular(fetches, int(x), interval_days) for x in changes])
-    assert naive < 0.4 * fast
-    assert improved > 0.85 * fast
 
 
 def test_mle_from_irregular_intervals_is_unbiased_on_average() -> None:
@@ -243,32 +212,6 @@ def test_no_prior_from_too_few_urls_or_a_population_that_never_changes() -> None
     assert fit_gamma_prior(simulate_population(rng, DEFAULT_PRIOR, 10, 20)) is None
     static = [ChangeHistory(unchanged_days=float(d), fetches=10) for d in range(10, 100)]
     assert fit_gamma_prior(static) is None
-
-
-def test_priors_by_host() -> None:
-    rng = np.random.default_rng(20)
-    fast, slow = GammaPrior(2.0, 1.0), GammaPrior(2.0, 20.0)
-    by_host = {
-        "news.example": simulate_population(rng, fast, 300, 30),
-        "docs.example": simulate_population(rng, slow, 300, 30),
-        "tiny.example": simulate_population(rng, fast, 10, 30),
-    }
-    global_prior, per_host = fit_priors_by_host(by_host, min_urls_per_host=50)
-    assert set(per_host) == {"news.example", "docs.example"}
-    news, docs = per_host["news.example"], per_host["docs.example"]
-    assert news.mean_rate_per_day == pytest.approx(fast.mean_rate_per_day, rel=0.25)
-    assert docs.mean_rate_per_day == pytest.approx(slow.mean_rate_per_day, rel=0.25)
-    assert docs.mean_rate_per_day < global_prior.mean_rate_per_day < news.mean_rate_per_day
-    assert fit_priors_by_host({}) == (DEFAULT_PRIOR, {})
-
-
-@settings(max_examples=50, deadline=None)
-@given(fetches=st.integers(1, 500), data=st.data())
-def test_improved_estimator_grows_with_detected_changes(fetches: int, data: st.DataObject) -> None:
-    changes = data.draw(st.integers(0, fetches - 1))
-    lower = improved_rate_regular(fetches, changes, 1.0)
-    higher = improved_rate_regular(fetches, changes + 1, 1.0)
-    assert 0.0 <= lower < higher < math.inf
 
 
 def test_fast_posterior_stays_within_three_percent_of_the_exact_posterior() -> None:

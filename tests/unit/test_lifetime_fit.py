@@ -71,31 +71,3 @@ def test_observed_lifetime_cdf_matches_simulated_intervals() -> None:
     # Ignoring that intervals longer than the span are never seen misplaces the curve.
     assert np.max(np.abs(naive - probabilities)) > 0.04
     assert np.all(np.diff(corrected) >= 0)
-
-
-def test_age_fit_with_known_growth_recovers_weibull() -> None:
-    rng = np.random.default_rng(5)
-    ages = lifetime_fit.simulate_ages(20_000, 0.002, SHAPE, SCALE_DAYS, rng)
-    fit = lifetime_fit.fit_ages(ages, growth_rate_per_day=0.002)
-    assert fit.shape == pytest.approx(SHAPE, rel=0.10)
-    assert fit.scale_days == pytest.approx(SCALE_DAYS, rel=0.10)
-    assert fit.ks_distance < 0.02
-
-
-def test_age_fit_with_free_growth_reproduces_the_age_distribution() -> None:
-    rng = np.random.default_rng(6)
-    ages = lifetime_fit.simulate_ages(20_000, 0.002, SHAPE, SCALE_DAYS, rng)
-    fit = lifetime_fit.fit_ages(ages)
-    grid = np.linspace(1.0, 600.0, 50)
-    truth = lifetime_fit.age_cdf(grid, 0.002, SHAPE, SCALE_DAYS)
-    fitted = lifetime_fit.age_cdf(grid, fit.growth_rate_per_day, fit.shape, fit.scale_days)
-    assert np.max(np.abs(fitted - truth)) < 0.02
-    assert fit.ks_distance < 0.02
-    assert 0.0 <= fit.growth_rate_per_day < 0.02
-
-
-def test_age_cdf_of_static_growing_population_is_exponential() -> None:
-    # Eq. (3) as τ → ∞: no changes (huge lifetimes) leaves only growth, CDF 1 − e^{−γa}.
-    ages = np.array([10.0, 100.0, 300.0])
-    cdf = lifetime_fit.age_cdf(ages, 0.00176, 5.0, 1e9)
-    assert cdf == pytest.approx(1.0 - np.exp(-0.00176 * ages), rel=1e-6)

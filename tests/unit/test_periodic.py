@@ -17,7 +17,6 @@ from crawler.core.periodic import (
     PeriodicModel,
     detect_period,
     detect_period_from_intervals,
-    fetch_time_after,
     next_update_after,
     rayleigh_p_value,
 )
@@ -181,7 +180,7 @@ def test_rayleigh_p_value() -> None:
     t_days=st.floats(0.0, 30_000.0),
     jitter_fraction=st.floats(0.0, 0.1),
 )
-def test_next_update_and_fetch_time(
+def test_next_update_after(
     period: float, phase_fraction: float, t_days: float, jitter_fraction: float
 ) -> None:
     model = PeriodicModel(period, phase_fraction * period, jitter_fraction * period, 1.0)
@@ -189,11 +188,6 @@ def test_next_update_and_fetch_time(
     assert t_days < update <= t_days + period * (1 + 1e-9)
     cycles = (update - model.phase_days) / period
     assert abs(cycles - round(cycles)) < 1e-6
-    fetch = fetch_time_after(model, t_days)
-    assert t_days < fetch <= t_days + period * (1 + 1e-9)
-    # The fetch lands a fixed margin after an update instant, never before it.
-    lag_cycles = (fetch - model.phase_days - 2.0 * model.jitter_days) / period
-    assert abs(lag_cycles - round(lag_cycles)) < 1e-6
 
 
 # ---------------------------------------------------------------------------------------------
