@@ -21,7 +21,7 @@ from pydantic_settings import SettingsError
 
 from crawler import __version__
 from crawler.commands.context import load_settings, newline_if_tty, preflight, resolve_url
-from crawler.commands.errors import settings_error, unexpected_database_error
+from crawler.commands.errors import exception_chain, settings_error, unexpected_database_error
 from crawler.errors import PARTIAL, UserError
 from crawler.logs import configure, set_fetch_log
 from crawler.settings import Settings, unknown_variables
@@ -32,11 +32,6 @@ class CliParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def configure_logging(settings: Settings) -> None:
-    configure(settings.log_level, json_lines=settings.log_json)
-    set_fetch_log(settings.log_fetches)
 
 
 # The command modules under crawler.commands and the commands each registers, in the order
@@ -91,18 +86,6 @@ def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
 READER_GONE = 128 + signal.SIGPIPE  # 141: what a shell reports for a filter SIGPIPE killed
 
 
-def closed_pipe(error: BaseException) -> bool:
-    """Whether ``error`` is, or was caused by, writing to a pipe its reader closed."""
-    seen: set[int] = set()
-    item: BaseException | None = error
-    while item is not None and id(item) not in seen:
-        if isinstance(item, BrokenPipeError):
-            return True
-        seen.add(id(item))
-        item = item.__cause__ or item.__context__
-    return False
-
-
 def reader_gone() -> int:
     """The reader of our output closed it (``crawler export urls | head -1``): not an error
     of the database or of the command, so nothing is said; the rest of the output goes to
@@ -120,9 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser(command_of(argv))
         args = parser.parse_args(argv)
-        # __main__ quits quietly on Ctrl-C while importing; from here on it is an exception,
-        # except for `run`, which counts signals itself (crawler.daemon.signals).
-        # (ValueError: not the main thread, as in an in-process test.)
+        # Ctrl-C is an exception from here on, except for `run`, which counts signals itself
+        # (crawler.daemon.signals). ValueError: not the main thread, as in an in-process test.
         if args.command != "run":
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -132,12 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = load_settings(args)
         except (ValidationError, SettingsError) as exc:
             raise settings_error(exc) from None
-        configure_logging(settings)
-        check = getattr(args, "check", None)
-        if check is not None:
-            check(args)
-        needs = getattr(args, "needs_db", None)
-        if needs:
+        configure(settings.log_level, json_lines=settings.log_json)
+        set_fetch_log(settings.log_fetches)
+        if getattr(args, "check", None) is not None:
+            args.check(args)
+        if needs := getattr(args, "needs_db", None):
             preflight(resolve_url(settings), need_schema=needs == "schema")
         code: int = args.func(args)
         sys.stdout.flush()  # a reader gone shows here, not as a warning at exit
@@ -151,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{newline_if_tty()}crawler: interrupted", file=sys.stderr)
         return PARTIAL
     except Exception as exc:
-        if closed_pipe(exc):
+        if any(isinstance(item, BrokenPipeError) for item in exception_chain(exc)):
             return reader_gone()
         problem = unexpected_database_error(exc, settings)
         if problem is None:

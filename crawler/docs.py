@@ -25,7 +25,6 @@ from pydantic_core import PydanticUndefined
 from crawler.metrics import Metrics
 from crawler.settings import Settings, env_name
 
-SECTIONS = ("settings", "metrics")
 # The file each generated section lives in, relative to the repository root.
 FILES: dict[str, str] = {"settings": "docs/CONFIGURATION.md", "metrics": "docs/METRICS.md"}
 
@@ -104,22 +103,17 @@ def metrics_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
-GENERATORS: dict[str, Callable[[], str]] = {
-    "settings": settings_reference,
-    "metrics": metrics_reference,
-}
+GENERATORS: dict[str, Callable[[], str]] = {"settings": settings_reference,
+                                             "metrics": metrics_reference}
 
 
 def replace_sections(text: str) -> str:
-    """``text`` with every marked section it holds replaced by freshly generated content.
-
-    A text holding no section's markers, or a section's markers out of order, is an error.
-    """
+    """``text`` with every marked section it holds regenerated; no markers, or markers out
+    of order, are an error."""
     found = False
-    for section in SECTIONS:
+    for section in GENERATORS:
         begin, end = f"<!-- {section}:begin -->", f"<!-- {section}:end -->"
-        start = text.find(begin)
-        stop = text.find(end)
+        start, stop = text.find(begin), text.find(end)
         if start < 0 and stop < 0:
             continue
         if start < 0 or stop < start:
@@ -134,7 +128,7 @@ def replace_sections(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m crawler.docs", description=__doc__)
     sub = parser.add_subparsers(dest="what", required=True)
-    for section in SECTIONS:
+    for section in GENERATORS:
         sub.add_parser(section, help=f"Print the {section} reference (markdown).")
     update = sub.add_parser("update", help="Regenerate the marked sections of files in place.")
     update.add_argument("paths", nargs="*", metavar="FILE",

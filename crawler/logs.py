@@ -35,8 +35,6 @@ def set_fetch_log(info: bool) -> None:
     FETCH_LOG["level"] = logging.INFO if info else logging.DEBUG
 
 
-# Outcomes that say the page answered and was compared, or said it had not changed.
-_ANSWERED = frozenset({"ok", "not_modified"})
 crawled = logging.getLogger("crawler.crawled")
 changes = logging.getLogger("crawler.changes")
 
@@ -57,9 +55,8 @@ def fetch_verdict(outcome: str, changed: bool | None, had_version: bool) -> str:
 
 
 def log_fetch(url: str, obs: Observation, had_version: bool) -> None:
-    """The crawl log line of one recorded fetch (Scrapy's "Crawled (200) <GET url>"), and an
-    INFO line when the page changed: a daemon that finds a change says so, whatever the
-    level of the per-fetch lines."""
+    """The crawl log line of one recorded fetch, and an INFO line when the page changed,
+    whatever the level of the per-fetch lines."""
     crawled.log(
         FETCH_LOG["level"], "Crawled (%s) <GET %s> %d bytes %.3f s %s",
         obs.status if obs.status is not None else obs.outcome.value, url,
@@ -73,12 +70,8 @@ def log_fetch(url: str, obs: Observation, had_version: bool) -> None:
 
 def configure(level: str = "INFO", *, json_lines: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    if json_lines:
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
-        )
+    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(
+        "%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -40,16 +40,13 @@ class Events(Protocol):
     """What the daemon reports; ``Metrics`` subscribes to it, tests may record it."""
 
     def fetch_completed(self, obs: Observation, kind: str = "page") -> None:
-        """A fetch was recorded in the database (every outcome, including errors): of a
-        ``page``, or of a ``sitemap`` or ``feed`` read again by the daemon
-        (crawler.daemon.sitemaps)."""
+        """A fetch of a ``page``, ``sitemap`` or ``feed`` was recorded (every outcome)."""
 
     def frontier_sampled(
         self, urls_by_state: dict[str, int], due: int, most_overdue_seconds: float,
         hosts_leased: int, due_paused: int = 0,
     ) -> None:
-        """The frontier's size and backlog (paused hosts' due URLs apart), sampled from the
-        database."""
+        """The frontier's size and backlog (paused hosts' due URLs apart), from the database."""
 
     def db_transaction(self, seconds: float) -> None:
         """One database transaction of the fetch loop took ``seconds``."""
@@ -64,8 +61,7 @@ class Events(Protocol):
         """A URL was not fetched because the host's robots.txt disallows it."""
 
     def robots_failed(self, kind: str) -> None:
-        """A request for a host's robots.txt failed (DNS, TLS, a timeout, a 5xx): an error of
-        ``kind``, as a page's fetch error is."""
+        """A request for a host's robots.txt failed (DNS, TLS, a timeout, a 5xx) with ``kind``."""
 
     def crawl_delay_capped(self) -> None:
         """A host's robots.txt asked for a Crawl-delay above the maximum; it gets the maximum."""
@@ -74,8 +70,7 @@ class Events(Protocol):
         """A host was put in backoff for ``seconds`` (429, 503, Retry-After, repeated errors)."""
 
     def lease_rejected(self, write: str) -> None:
-        """A write for a leased host was refused: the lease expired or moved to another daemon
-        (fencing); its result was dropped and the host task stopped."""
+        """A write for a leased host was refused (fencing): its result was dropped."""
 
     def hosts_sampled(self, in_backoff: int, circuit_open: int) -> None:
         """Hosts now in backoff, and hosts whose circuit breaker is open (no requests sent)."""
@@ -84,16 +79,14 @@ class Events(Protocol):
         self, mu: float, budget_per_day: float, achieved_fetch_rate_per_day: float,
         prior_shape: float, prior_mean_rate_per_day: float,
     ) -> None:
-        """The planner solved for μ under its budget, with the empirical-Bayes prior it fitted;
-        the achieved rate is measured, all daemons."""
+        """The planner solved for μ under its budget, with the prior it fitted."""
 
     def collection_estimated(self, freshness: float, beta_currency: float) -> None:
         """Importance-weighted freshness and β-currency of the collection (docs/MODEL.md §4)."""
 
     def stage_completed(self, stage: str, seconds: float) -> None:
-        """A step of the hot path took ``seconds``: ``claim`` (one claim statement) or
-        ``parse`` (decode, parse, features and simhash of one page). Fetch and record times
-        arrive with ``fetch_completed`` and ``db_transaction``."""
+        """``claim`` (one claim statement) or ``parse`` (of one page) took ``seconds``; fetch
+        and record times arrive with ``fetch_completed`` and ``db_transaction``."""
 
     def loop_lag(self, seconds: float) -> None:
         """The event loop woke ``seconds`` later than asked: time the loop was busy (CPU)."""
@@ -117,9 +110,7 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        # The collection's (WARC storage, change events, webhook): see CollectionMetrics.
         self.collection = CollectionMetrics(r)
-        # IndexNow pings, counted by the process serving /indexnow: see PingMetrics.
         self.pings = PingMetrics(r)
         # --- fetching ---------------------------------------------------------------------
         self.fetches = Counter(
@@ -439,7 +430,6 @@ class CollectionMetrics:
         self.storage_probes.inc()
 
     def storage_state(self, fault_kind: str | None) -> None:
-        """Whether the collection can be written now, and if not, why."""
         self.storage_writable.set(1 if fault_kind is None else 0)
         for kind in FAULT_KINDS:
             self.storage_fault.labels(kind).set(1 if kind == fault_kind else 0)

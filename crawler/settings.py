@@ -29,10 +29,8 @@ LEASE_MARGIN_SECONDS = 5.0
 
 
 def split_list(value: Any) -> Any:
-    """A list setting from comma-separated text or a JSON list; other values pass through.
-
-    One rule for every list-valued setting, in the variable and in its CLI option alike.
-    """
+    """A list setting (variable or CLI option) from comma-separated text or a JSON list;
+    other values pass through."""
     if not isinstance(value, str):
         return value
     text = value.strip()
@@ -47,7 +45,6 @@ def split_list(value: Any) -> Any:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-# Comma-separated (or a JSON list) in the environment and on the command line.
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(split_list)]
 
 
@@ -58,8 +55,8 @@ def default_data_dir() -> Path:
 class Settings(BaseSettings):
     """Runtime configuration. Durations are seconds unless the name says otherwise.
 
-    Components take this object (never copies of its fields), so that a setting is declared
-    here and read where it is used; frozen, so that every holder sees the same values.
+    Components take this object (never copies of its fields); frozen, so that every holder
+    sees the same values.
     """
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
@@ -83,8 +80,7 @@ class Settings(BaseSettings):
 
     # --- daemon ---------------------------------------------------------------------------
     processes: int | None = Field(
-        None,
-        ge=1,
+        None, ge=1,
         description="Fetch processes `crawler run` starts, sharing the frontier, one /metrics "
         "and one planner (unset: one per CPU, at most the container's CPU limit).",
     )
@@ -100,9 +96,7 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(
         300.0, gt=0, description="Lease on claimed hosts and URLs; a crashed daemon's expire."
     )
-    poll_interval: float = Field(
-        1.0, gt=0, description="Longest sleep when nothing is due."
-    )
+    poll_interval: float = Field(1.0, gt=0, description="Longest sleep when nothing is due.")
     shutdown_grace: float = Field(
         10.0, ge=0, description="On SIGTERM, how long in-flight fetches may finish."
     )
@@ -146,16 +140,13 @@ class Settings(BaseSettings):
     )
     max_redirects: int = Field(5, ge=0, le=20, description="Redirect hops followed per fetch.")
     max_url_length: int = Field(
-        MAX_URL_LENGTH,
-        ge=16,
+        MAX_URL_LENGTH, ge=16,
         description="Longer URLs are refused (outcome blocked, url_too_long).",
     )
     max_outlinks: int = Field(
         1000, ge=0, description="Out-links read per page of a windowed site (trap bound)."
     )
-    max_depth: int = Field(
-        16, ge=1, description="Deepest BFS level a page window discovers."
-    )
+    max_depth: int = Field(16, ge=1, description="Deepest BFS level a page window discovers.")
     allow_networks: CommaList = Field(
         default_factory=list,
         description="CIDRs the crawler may connect to despite SSRF protection, "
@@ -183,8 +174,7 @@ class Settings(BaseSettings):
         description="PEM file of extra trusted CA certificates for https, besides the system's.",
     )
     accept_language: str | None = Field(
-        None,
-        pattern=r"^[\x20-\x7e]+$",
+        None, pattern=r"^[\x20-\x7e]+$",
         description="Accept-Language header sent with every request (e.g. en-US,en;q=0.8), so "
         "that a site that picks its language by the header serves the same one on every "
         "fetch. Unset: none is sent.",
@@ -383,15 +373,15 @@ class Settings(BaseSettings):
             raise ValueError(f"{level!r} is not a log level; levels: {', '.join(LOG_LEVELS)}")
         return name
 
-    @field_validator("include")
+    @field_validator("include", "exclude")
     @classmethod
-    def _valid_include(cls, patterns: list[str]) -> list[str]:
-        return _check_patterns(patterns)
-
-    @field_validator("exclude")
-    @classmethod
-    def _valid_exclude(cls, patterns: list[str]) -> list[str]:
-        return _check_patterns(patterns)
+    def _valid_patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                compile_pattern(pattern)
+            except PatternError as error:
+                raise ValueError(str(error)) from None
+        return patterns
 
     @field_validator("allow_networks")
     @classmethod
@@ -404,24 +394,13 @@ class Settings(BaseSettings):
         return networks
 
 
-def _check_patterns(patterns: list[str]) -> list[str]:
-    for pattern in patterns:
-        try:
-            compile_pattern(pattern)
-        except PatternError as error:
-            raise ValueError(str(error)) from None
-    return patterns
-
-
 def default_settings(**overrides: Any) -> Settings:
-    """Settings at their defaults but for ``overrides`` (field names), whatever ``CRAWLER_*``
-    variables are set: for the simulator, tests and benches, which must not depend on the
-    caller's environment. Not validated: an override is trusted as given."""
+    """Settings at their defaults but for ``overrides``, whatever ``CRAWLER_*`` variables are
+    set (for the simulator, tests and benches). Not validated: an override is trusted."""
     return Settings.model_construct(**overrides)
 
 
 def env_name(field: str) -> str:
-    """The environment variable behind a settings field."""
     return ENV_PREFIX + field.upper()
 
 
@@ -432,8 +411,7 @@ def warc_dir(settings: Settings) -> Path:
 
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     """One warning per ``CRAWLER_*`` variable that is no setting, naming the closest setting:
-    a misspelled variable is otherwise silently ignored (pydantic-settings reads only the
-    names it knows)."""
+    pydantic-settings silently ignores a misspelled one."""
     import difflib
 
     known = [field.upper() for field in Settings.model_fields]

@@ -68,17 +68,12 @@ async def collect_status(url: str, limit: int = LISTED, offset: int = 0) -> dict
         rows = await status_rows(conn, limit, offset, LIVE_DAEMON_SECONDS)
     finally:
         await conn.close()
-    counts, states, plan_row, applying = rows.counts, rows.urls_by_state, rows.plan, rows.applying
-    overdue, paused_due, overdue_seconds = (rows.most_overdue, rows.due_paused,
-                                            rows.most_overdue_seconds)
-    backoff, refused, paused = rows.hosts_in_backoff, rows.hosts_refused, rows.hosts_paused
-    failing_rows, totals, storage, damaged = (rows.failing, rows.totals, rows.storage_faults,
-                                              rows.damaged_records)
+    counts, plan_row, applying, totals = rows.counts, rows.plan, rows.applying, rows.totals
     plan = None if plan_row is None else plan_from_row(plan_row)
     computed = None if plan_row is None else plan_row["solved_at"]
     budget = None if plan is None else plan.budget_per_day
     achieved = None if plan is None else plan.achieved_per_day
-    due_now = max(0, counts["due_all"] - paused_due)
+    due_now = max(0, counts["due_all"] - rows.due_paused)
     return {
         "lists": {
             "limit": limit,
@@ -89,7 +84,7 @@ async def collect_status(url: str, limit: int = LISTED, offset: int = 0) -> dict
                 "hosts_in_backoff": totals["hosts_in_backoff"],
                 "hosts_paused": totals["hosts_paused"],
                 "hosts_refused": totals["hosts_refused"],
-                "failing": failing_rows[0]["total"] if failing_rows else 0,
+                "failing": rows.failing[0]["total"] if rows.failing else 0,
             },
         },
         "planner": {
@@ -110,7 +105,8 @@ async def collect_status(url: str, limit: int = LISTED, offset: int = 0) -> dict
             "daemons_applying": applying["applying"] if applying else 0,
         },
         "most_overdue": [
-            {"url": r["url"], "overdue_seconds": float(r["overdue_seconds"])} for r in overdue
+            {"url": r["url"], "overdue_seconds": float(r["overdue_seconds"])}
+            for r in rows.most_overdue
         ],
         "hosts_in_backoff": [
             {"origin": r["origin"], "backoff_until": _jsonable(r["backoff_until"]),
@@ -118,33 +114,27 @@ async def collect_status(url: str, limit: int = LISTED, offset: int = 0) -> dict
              "robots_unreachable": r["robots_unreachable"],
              "last_error_kind": r["last_error_kind"],
              "last_error_at": _jsonable(r["last_error_at"])}
-            for r in backoff
+            for r in rows.hosts_in_backoff
         ],
-        "hosts_paused": [r["origin"] for r in paused],
-        "failing": [
-            {"origin": r["origin"], "scope": "host" if r["url_id"] == 0 else "url",
-             "url": r["url"], "failures": r["failures"], "error_kind": r["error_kind"],
-             "since": _jsonable(r["first_failed_at"]), "last": _jsonable(r["last_failed_at"]),
-             "alerted": r["raised"]}
-            for r in failing_rows[offset:]
-        ],
+        "hosts_paused": [r["origin"] for r in rows.hosts_paused],
+        "failing": [{"origin": r["origin"], **_failing(r)} for r in rows.failing[offset:]],
         # Daemons that cannot write their collection now (they claim no hosts meanwhile).
         "storage_faults": [
-            {"daemon": r["owner"], "fault": r["storage_fault"]} for r in storage
+            {"daemon": r["owner"], "fault": r["storage_fault"]} for r in rows.storage_faults
         ],
-        "damaged_records": damaged,
+        "damaged_records": rows.damaged_records,
         "hosts_refused": [
-            {"origin": r["origin"], "reason": r["refused_reason"]} for r in refused
+            {"origin": r["origin"], "reason": r["refused_reason"]} for r in rows.hosts_refused
         ],
         "urls": counts["urls"],
-        "urls_by_state": states,
+        "urls_by_state": rows.urls_by_state,
         "due_now": due_now,
-        "due_paused": paused_due,
+        "due_paused": rows.due_paused,
         "hosts": counts["hosts"],
         "hosts_leased": counts["hosts_leased"],
         "fetches_last_hour": counts["fetches_last_hour"],
         "changes_last_hour": counts["changes_last_hour"],
-        "most_overdue_seconds": overdue_seconds,
+        "most_overdue_seconds": rows.most_overdue_seconds,
     }
 
 
@@ -190,8 +180,9 @@ def render_status(status: dict[str, Any]) -> str:
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lists = status.get("lists") or {"limit": None, "offset": 0, "totals": {}}
 
-    def heading(title: str, key: str, shown: int, ranked: bool = False) -> str:
+    def heading(title: str, key: str, ranked: bool = False) -> str:
         """A list's title, with how much of it is shown when that is not all of it."""
+        shown = len(status[key])
         total = lists["totals"].get(key, shown)
         first = 0 if ranked else lists["offset"]
         if shown >= total and first == 0:
@@ -204,12 +195,10 @@ def render_status(status: dict[str, Any]) -> str:
         return f"{title} ({first + 1}-{first + shown} of {total}{more})"
 
     if status["most_overdue"]:
-        lines += ["", heading("most overdue URLs", "most_overdue", len(status["most_overdue"]),
-                              ranked=True)]
+        lines += ["", heading("most overdue URLs", "most_overdue", ranked=True)]
         lines += [f"  {o['overdue_seconds']:>10.0f} s  {o['url']}" for o in status["most_overdue"]]
     if status["hosts_in_backoff"] or lists["totals"].get("hosts_in_backoff"):
-        lines += ["", heading("hosts in backoff", "hosts_in_backoff",
-                              len(status["hosts_in_backoff"]))]
+        lines += ["", heading("hosts in backoff", "hosts_in_backoff")]
         lines += [
             f"  {h['origin']}  until {h['backoff_until']}  failures {h['consecutive_failures']}"
             + ("  (robots.txt unreachable)" if h["robots_unreachable"] else "")
@@ -217,8 +206,7 @@ def render_status(status: dict[str, Any]) -> str:
             for h in status["hosts_in_backoff"]
         ]
     if status.get("failing") or lists["totals"].get("failing"):
-        lines += ["", heading("failing now (listed until they work again)", "failing",
-                              len(status["failing"]))]
+        lines += ["", heading("failing now (listed until they work again)", "failing")]
         lines += [
             f"  {f['origin'] if f['scope'] == 'host' else f['url']}  {f['scope']}  "
             f"{f['failures']} failures since {f['since']}  last {f['error_kind']}"
@@ -231,15 +219,12 @@ def render_status(status: dict[str, Any]) -> str:
     if status.get("damaged_records"):
         lines += ["", f"damaged records marked: {status['damaged_records']} (crawler verify)"]
     if status["hosts_paused"] or lists["totals"].get("hosts_paused"):
-        lines += ["", heading("hosts paused (crawler resume --host ORIGIN)", "hosts_paused",
-                              len(status["hosts_paused"]))]
+        lines += ["", heading("hosts paused (crawler resume --host ORIGIN)", "hosts_paused")]
         lines += [f"  {origin}" for origin in status["hosts_paused"]]
     if status["hosts_refused"] or lists["totals"].get("hosts_refused"):
-        # Refused now, whatever was fetched before: the address policy is checked at every
-        # lease, so a host fetched for months is refused once its address leaves the allowed
-        # networks (or CRAWLER_ALLOW_NETWORKS changes).
+        # Refused now, whatever was fetched before: the address policy is checked at every lease.
         lines += ["", heading("hosts refused by the address policy, not fetched while refused",
-                              "hosts_refused", len(status["hosts_refused"]))]
+                              "hosts_refused")]
         lines += [f"  {h['origin']}  {h['reason']}" for h in status["hosts_refused"]]
     return "\n".join(lines)
 
@@ -263,7 +248,7 @@ URL_FIELDS = (
     "last_modified", "fetch_count", "change_count", "consecutive_failures",
     "change_rate_per_day", "fetch_rate_per_day", "changed_intervals_days", "unchanged_days",
     "intervals_observed", "redirect_to", "created_at",
-    # When no sitemap of its host listed it any more (issue 37); None while one does.
+    # When no sitemap of its host listed it any more; None while one does.
     "unlisted_at",
 )
 
@@ -276,33 +261,33 @@ async def collect_url(url: str, page_url: str, limit: int) -> dict[str, Any] | N
         await conn.close()
     if found is None:
         return None
-    row, observations, failing, hints = found.url, found.observations, found.failing, found.hints
-    # The newest plan's μ tells whether the URL's own bounds (crawler bound) bind.
-    plan = found.plan
+    row = found.url
     shown = {name: _jsonable(row[name]) for name in URL_FIELDS}
-    # A URL not fetched since migration 0015: its last content fetch is its last attempt known.
+    # A URL with no attempt recorded: its last content fetch is its last attempt known.
     shown["last_attempt_at"] = _jsonable(row["last_attempt_at"] or row["last_fetched_at"])
     shown["last_simhash"] = _hex64(row["last_simhash"])
     shown["region"] = region_shown(UrlRegion(row["watch_css"], row["ignore_css"],
                                              row["site_root_url"], row["site_watch_css"],
                                              row["site_ignore_css"]))
     shown["site_patterns"] = site_patterns_shown(row)
-    shown["schedule_bounds"] = bounds_shown(row, plan)
+    # The newest plan's μ tells whether the URL's own bounds (crawler bound) bind.
+    shown["schedule_bounds"] = bounds_shown(row, found.plan)
     shown["observations"] = [
         {**{k: _jsonable(v) for k, v in o.items()}, "simhash": _hex64(o["simhash"])}
-        for o in observations
+        for o in found.observations
     ]
-    # Dates its sitemaps and feeds claimed (issue 37): evidence beside the fetches.
-    shown["hints"] = [{k: _jsonable(v) for k, v in h.items()} for h in hints]
+    shown["hints"] = [{k: _jsonable(v) for k, v in h.items()} for h in found.hints]
     # The URL's run of failures and its host's (robots.txt included), until they work again.
-    shown["failing"] = [
-        {"scope": "host" if f["url_id"] == 0 else "url", "url": f["url"],
-         "failures": f["failures"], "error_kind": f["error_kind"],
-         "since": _jsonable(f["first_failed_at"]), "last": _jsonable(f["last_failed_at"]),
-         "alerted": f["raised"]}
-        for f in failing
-    ]
+    shown["failing"] = [_failing(f) for f in found.failing]
     return shown
+
+
+def _failing(row: Any) -> dict[str, Any]:
+    """A run of failures (of a URL, or of its host: url_id 0), as status and show list it."""
+    return {"scope": "host" if row["url_id"] == 0 else "url", "url": row["url"],
+            "failures": row["failures"], "error_kind": row["error_kind"],
+            "since": _jsonable(row["first_failed_at"]), "last": _jsonable(row["last_failed_at"]),
+            "alerted": row["raised"]}
 
 
 def _hex64(value: int | None) -> str | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from typing import Any
 
 import asyncpg
@@ -46,17 +45,12 @@ from crawler.errors import UserError
 from crawler.status import rule_shown
 
 
-def duration_option(option: str) -> Any:
+def duration_option(text: str) -> float:
     """An argparse type for a duration: a bad one is a one-line usage error."""
-
-    def check(text: str) -> float:
-        try:
-            return parse_duration(text)
-        except BoundError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    del option
-    return check
+    try:
+        return parse_duration(text)
+    except BoundError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
@@ -153,10 +147,9 @@ async def _bound(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
     else:
         min_seconds, max_seconds = args.at_most_every, args.at_least_every
     rule = (kind, target, min_seconds, max_seconds, windows, args.clear)
-    # The rule is committed first: from then on the trigger of migration 0032 gives it to
-    # every URL that arrives. sync_new_url_rules then enables that trigger (or disables it
-    # with no rule left) and waits for the inserts that ran before the commit, so that the
-    # update of the known URLs that follows finds those too.
+    # The rule is committed first: from then on a trigger gives it to every URL that arrives.
+    # sync_new_url_rules then enables that trigger (or disables it with no rule left) and
+    # waits for the inserts that ran before the commit, so the update that follows finds them.
     rows: list[BoundedUrl] = []
     removed = False
     async with conn.transaction():
@@ -192,7 +185,7 @@ async def _bound(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(with_conn(args, lambda conn: _bound(conn, args)), file=sys.stdout)
+    print(with_conn(args, lambda conn: _bound(conn, args)))
     return 0
 
 
@@ -208,11 +201,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--host", metavar="ORIGIN", default=None,
                         help="Every URL of this host (scheme://host[:port]), known now or "
                              "arriving later.")
-    parser.add_argument("--at-least-every", type=duration_option("--at-least-every"),
-                        default=None, metavar="D",
+    parser.add_argument("--at-least-every", type=duration_option, default=None, metavar="D",
                         help="Fetch at least this often (the longest interval): 30s, 1h, 1d.")
-    parser.add_argument("--at-most-every", type=duration_option("--at-most-every"),
-                        default=None, metavar="D",
+    parser.add_argument("--at-most-every", type=duration_option, default=None, metavar="D",
                         help="Never fetch more often than this (the shortest interval).")
     parser.add_argument("--window", action="append", default=None, metavar="W",
                         help="Fetch only inside this weekly window, UTC: 'Mon-Fri "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import sys
@@ -98,6 +99,14 @@ def _filters(args: argparse.Namespace) -> tuple[str | None, str | None, list[str
     return url, host, args.kind
 
 
+def _start(args: argparse.Namespace, default: dt.datetime) -> tuple[dt.datetime, int]:
+    """Where the events start: after ``--after``'s cursor, else every event fetched at or
+    after ``--since`` (or ``default``)."""
+    if args.after is not None:
+        return args.after  # type: ignore[no-any-return]
+    return (default if args.since is None else args.since), -1
+
+
 def _event(event: OutboxEvent) -> dict[str, Any]:
     return {"id": event.id, **event.payload, "delivered": event.delivered}
 
@@ -121,11 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return replay(args)
     if args.follow:
         return follow(args)
-    if args.after is not None:
-        since, after_id = args.after
-    else:
-        since = args.since or dt.datetime.fromtimestamp(0, dt.UTC)
-        after_id = -1  # every event fetched at or after ``since``
+    since, after_id = _start(args, dt.datetime.fromtimestamp(0, dt.UTC))
     url, host, kinds = _filters(args)
     rows = with_conn(args, lambda conn: changes_page(conn, since, after_id, args.limit, url,
                                                      host, kinds))
@@ -144,14 +149,8 @@ def run(args: argparse.Namespace) -> int:
 def follow(args: argparse.Namespace) -> int:
     """Print events as they commit until Ctrl-C (exit 0): by polling, since an insert into
     the outbox notifies no one."""
-
     url, host, kinds = _filters(args)
-    if args.after is not None:
-        since, after_id = args.after
-    elif args.since is not None:
-        since, after_id = args.since, -1
-    else:
-        since, after_id = dt.datetime.now(dt.UTC), -1
+    since, after_id = _start(args, dt.datetime.now(dt.UTC))
 
     async def loop(conn: asyncpg.Connection) -> None:
         cursor = (since, after_id)
@@ -174,10 +173,8 @@ def follow(args: argparse.Namespace) -> int:
             printed = {i: at for i, at in printed.items() if at >= cursor[0]}
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # the way to stop following
         with_conn(args, loop)
-    except KeyboardInterrupt:
-        return 0  # the way to stop following, not an interruption
     return 0
 
 
@@ -188,7 +185,6 @@ def replay(args: argparse.Namespace) -> int:
     if not target:
         raise UserError("--replay-to-webhook sends to CRAWLER_WEBHOOK_URL, which is not set")
     url, host, kinds = _filters(args)
-
     started = time.monotonic()
     count = with_conn(args, lambda conn: replay_events(conn, target, args.since, url, host,
                                                        kinds))

@@ -15,21 +15,14 @@ from crawler.settings import warc_dir
 from crawler.store.index import Version, versions_and_region
 
 
-def add_url_command(
-    subparsers: argparse._SubParsersAction[Any],
-    name: str,
-    *,
-    help: str,
-    description: str | None,
-    run: Callable[[argparse.Namespace], int],
-    arguments: Callable[[argparse.ArgumentParser], object] | None = None,
-) -> None:
+def add_url_command(subparsers: argparse._SubParsersAction[Any], name: str, *, help: str,
+                    description: str | None, run: Callable[[argparse.Namespace], int],
+                    arguments: Callable[[argparse.ArgumentParser], object]) -> None:
     """A subcommand about one URL's stored versions: URL, its own ``arguments``, then the
     collection's options."""
     parser = subparsers.add_parser(name, help=help, description=description)
     parser.add_argument("url", metavar="URL")
-    if arguments is not None:
-        arguments(parser)
+    arguments(parser)
     add_collection_options(parser)
     parser.set_defaults(func=run, needs_db="schema")
 

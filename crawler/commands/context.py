@@ -32,12 +32,8 @@ T = TypeVar("T")
 
 def load_settings(args: argparse.Namespace) -> Settings:
     """The settings: the environment's, overridden by the options given on the command line."""
-    overrides = {
-        name: getattr(args, name)
-        for name in Settings.model_fields
-        if getattr(args, name, None) is not None
-    }
-    return Settings(**overrides)
+    return Settings(**{name: getattr(args, name) for name in Settings.model_fields
+                       if getattr(args, name, None) is not None})
 
 
 # --- directories ----------------------------------------------------------------------------
@@ -82,12 +78,8 @@ def resolve_database(settings: Settings) -> str:
     except UserError:
         raise
     except Exception as error:
-        if settings.database_url is None:
-            problem = unwritable(settings.data_dir)
-            if problem is not None:  # not the database: the place the server would live
-                raise UserError(f"the directory {settings.data_dir} is not writable "
-                                f"({problem}); set {setting_name('data_dir')} to a "
-                                "writable directory") from None
+        if settings.database_url is None:  # not the database: the place the server would live
+            check_writable(settings.data_dir, setting_name("data_dir"))
         target = describe_target(settings.database_url)
         unusable = database_error(error, target)
         if unusable is not None:
@@ -103,7 +95,7 @@ _resolved: dict[tuple[str | None, Path], str] = {}
 
 
 def resolve_url(settings: Settings) -> str:
-    """The database URL (the embedded server started once per process if need be)."""
+    """``resolve_database``, once per process."""
     key = (settings.database_url, settings.data_dir)
     if key not in _resolved:
         _resolved[key] = resolve_database(settings)
@@ -166,9 +158,9 @@ def normalized(url: str) -> str:
 # --- output ---------------------------------------------------------------------------------
 
 
-def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+def plural(count: int, noun: str) -> str:
     """``1 URL``, ``2 URLs``: counts that read as English."""
-    return f"{count} {noun if count == 1 else (plural_form or noun + 's')}"
+    return f"{count} {noun if count == 1 else noun + 's'}"
 
 
 def newline_if_tty() -> str:

@@ -26,7 +26,6 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add `db` and its subcommand `upgrade`."""
     db = subparsers.add_parser("db", help="Database administration.")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="DB_COMMAND")
     up = db_sub.add_parser("upgrade", help="Apply migrations (safe to repeat or run in parallel).")

@@ -17,11 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from crawler.commands.collection_args import (
-    add_url_command,
-    store_root,
-    stored_versions,
-)
+from crawler.commands.collection_args import add_url_command, store_root, stored_versions
 from crawler.commands.options import TIME_FORMS, parse_time, plain
 from crawler.core.fingerprint import hamming_distance
 from crawler.core.textdiff import page_text, unified_diff, word_changes

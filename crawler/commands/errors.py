@@ -49,7 +49,7 @@ def settings_error(error: Exception) -> UserError:
     return UserError(f"invalid configuration: {text}")
 
 
-def _chain(error: BaseException) -> list[BaseException]:
+def exception_chain(error: BaseException) -> list[BaseException]:
     """The exception, its causes and contexts, and SQLAlchemy's wrapped driver errors."""
     seen: list[BaseException] = []
     todo: list[BaseException | None] = [error]
@@ -89,7 +89,7 @@ def database_error(error: BaseException, where: str, *, connecting: bool = True
         if connecting else (ConnectionError, socket.gaierror, asyncpg.ConnectionDoesNotExistError)
     )
 
-    for item in _chain(error):
+    for item in exception_chain(error):
         if isinstance(item, asyncpg.UndefinedTableError | asyncpg.UndefinedColumnError):
             return UserError(f"database {where} lacks the crawler's schema ({one_line(item)}): "
                              "run `crawler db upgrade`")

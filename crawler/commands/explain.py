@@ -106,18 +106,18 @@ def render(shown: dict[str, Any]) -> str:
              f" last attempt {shown['last_attempt_at'] or '-'} {shown['last_outcome'] or ''})",
              ""]
     rate, evidence = shown["rate"], shown["rate"]["evidence"]
-    prior = rate["prior"]
-    stored = rate["change_rate_per_day"]
-    lines.append("rate estimate")
-    lines.append(f"  change rate      {'-' if stored is None else f'{stored:.4g}'}/day stored at "
-                 f"the last fetch, {rate['estimate_now']:.4g}/day under the prior now")
-    lines.append(f"  prior            Gamma(shape {prior['shape']:.3g}, rate "
-                 f"{prior['rate_days']:.3g} days): {prior['mean_per_day']:.3g}/day before "
-                 "any evidence")
-    lines.append(f"  evidence         {evidence['fetches']} fetches, {evidence['changes']} "
-                 f"changes; {evidence['intervals_observed']} intervals observed, "
-                 f"{evidence['changed_intervals']} changed, "
-                 f"{evidence['unchanged_days']:.3g} days seen unchanged")
+    prior, stored = rate["prior"], rate["change_rate_per_day"]
+    lines += [
+        "rate estimate",
+        f"  change rate      {'-' if stored is None else f'{stored:.4g}'}/day stored at "
+        f"the last fetch, {rate['estimate_now']:.4g}/day under the prior now",
+        f"  prior            Gamma(shape {prior['shape']:.3g}, rate "
+        f"{prior['rate_days']:.3g} days): {prior['mean_per_day']:.3g}/day before any evidence",
+        f"  evidence         {evidence['fetches']} fetches, {evidence['changes']} "
+        f"changes; {evidence['intervals_observed']} intervals observed, "
+        f"{evidence['changed_intervals']} changed, "
+        f"{evidence['unchanged_days']:.3g} days seen unchanged",
+    ]
     if evidence["changed_interval_days"]:
         shown_days = ", ".join(duration(d * 86400) for d in evidence["changed_interval_days"])
         lines.append(f"  changed in       {shown_days} (newest last)")
@@ -129,9 +129,8 @@ def render(shown: dict[str, Any]) -> str:
         clock = evidence["update_clock"]
         lines.append(f"  update clock     every {duration(clock['period_days'] * 86400)}, "
                      f"jitter {duration(clock['jitter_days'] * 86400)}")
-    lines.append("")
     plan = shown["plan"]
-    lines.append("plan")
+    lines += ["", "plan"]
     if plan is None:
         lines.append("  none solved yet: the uniform interval")
     else:
@@ -147,43 +146,41 @@ def render(shown: dict[str, Any]) -> str:
     lines.append(f"  bounds           {duration(bounds['shortest_seconds'])} to "
                  f"{duration(bounds['longest_seconds'])}"
                  + (f", windows {bounds['windows']}" if bounds["windows"] else ""))
-    lines.append("")
-    lines.append("hints")
+    lines += ["", "hints"]
     if not shown["sources"]:
         lines.append("  none")
     for s in shown["sources"]:
-        lines.append(f"  {s['source']:<10} {s['classification']}: {s['hits']} hits, "
-                     f"{s['false_alarms']} false alarms, {s['misses']} misses, "
-                     f"{s['quiet']} quiet; {s['dates']} dates read, {s['stamped_now']} "
-                     f"stamped now")
-        lines.append(f"  {'':<10} precision {s['precision']:.2f}, recall {s['recall']:.2f}, "
-                     f"false alarms {s['false_alarm']:.2f} ({s['reason']})")
-        lines.append(f"  {'':<10} this URL: {s['claims']} claims, {s['announced']} "
-                     f"announcements ({s['announced_rate_per_day']:.3g}/day)"
-                     + ("; a change announced since its last fetch"
-                        if s["announced_since_last_fetch"] else ""))
+        lines += [
+            f"  {s['source']:<10} {s['classification']}: {s['hits']} hits, "
+            f"{s['false_alarms']} false alarms, {s['misses']} misses, "
+            f"{s['quiet']} quiet; {s['dates']} dates read, {s['stamped_now']} stamped now",
+            f"  {'':<10} precision {s['precision']:.2f}, recall {s['recall']:.2f}, "
+            f"false alarms {s['false_alarm']:.2f} ({s['reason']})",
+            f"  {'':<10} this URL: {s['claims']} claims, {s['announced']} "
+            f"announcements ({s['announced_rate_per_day']:.3g}/day)"
+            + ("; a change announced since its last fetch"
+               if s["announced_since_last_fetch"] else ""),
+        ]
         if s.get("pings"):
             lines.append(f"  {'':<10} pings {s['pings']}")
     for h in shown["hints"][:5]:
         lines.append(f"  claimed {h['claimed_at']}  {h['kind']:<9} seen {h['seen_at']}  "
                      f"{h['source']}")
-    lines.append("")
-    schedule = shown["schedule"]
-    lines.append("schedule")
-    lines.append(f"  {schedule['kind']}: {schedule['reason']}")
-    lines.append(f"  binding          {schedule['binding']}")
+    schedule, politeness, due = shown["schedule"], shown["politeness"], shown["due_in_seconds"]
     agrees = {True: "agrees", False: "DIFFERS", None: "not checked"}[schedule["agrees"]]
-    lines.append(f"  next fetch       {shown['next_fetch_at']} (stored); expected "
-                 f"{schedule['expected_next_fetch_at'] or '-'}: {agrees}")
-    politeness = shown["politeness"]
-    lines.append(f"  politeness       {politeness['binding']}; delay "
-                 f"{duration(politeness['delay_seconds'])}"
-                 + (f", leased by {politeness['lease_owner']}" if politeness["lease_owner"]
-                    else ""))
-    due = shown["due_in_seconds"]
-    lines.append(f"  request          not before {shown['request_not_before']}"
-                 + ("" if due is None else
-                    (f" (in {duration(due)})" if due > 0 else " (due now)")))
+    lines += [
+        "",
+        "schedule",
+        f"  {schedule['kind']}: {schedule['reason']}",
+        f"  binding          {schedule['binding']}",
+        f"  next fetch       {shown['next_fetch_at']} (stored); expected "
+        f"{schedule['expected_next_fetch_at'] or '-'}: {agrees}",
+        f"  politeness       {politeness['binding']}; delay "
+        f"{duration(politeness['delay_seconds'])}"
+        + (f", leased by {politeness['lease_owner']}" if politeness["lease_owner"] else ""),
+        f"  request          not before {shown['request_not_before']}"
+        + ("" if due is None else (f" (in {duration(due)})" if due > 0 else " (due now)")),
+    ]
     return "\n".join(lines)
 
 
@@ -194,8 +191,5 @@ def run(args: argparse.Namespace) -> int:
     if shown is None:  # as `crawler show` says it
         print(f"unknown URL: {url}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(shown, indent=2))
-    else:
-        print(render(shown), file=sys.stdout)
+    print(json.dumps(shown, indent=2) if args.json else render(shown))
     return 0

@@ -75,8 +75,7 @@ async def wacz_contents(url: str, since: dt.datetime | None
             if record.original_file is not None:
                 files.setdefault(record.original_file)
             files.setdefault(record.warc_file)
-            status = record.status
-            if status is not None and (200 <= status < 300 or status == 304):
+            if record.status is not None and (200 <= record.status < 300 or record.status == 304):
                 pages[record.url] = record.fetched_at
     finally:
         await conn.close()
@@ -114,7 +113,6 @@ def export_wacz(args: argparse.Namespace, url: str) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    since = args.since
     url = resolve_url(load_settings(args))
     if args.what == "wacz":
         return export_wacz(args, url)
@@ -128,14 +126,13 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise UserError(f"cannot write {args.out}: {error.strerror}; choose another "
                             "--out") from None
     with target as out:
-        written = asyncio.run(stream(url, args.what, since, args.format, out))
+        written = asyncio.run(stream(url, args.what, args.since, args.format, out))
     print(f"exported {written} {args.what if written != 1 else args.what[:-1]}",
           file=sys.stderr)
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add `export`."""
     text = ("Stream URLs or observations as JSON lines or CSV, in constant memory; or "
             "package the collection as a WACZ file that ReplayWeb.page and pywb open.")
     parser = subparsers.add_parser("export", help=text, description=text)

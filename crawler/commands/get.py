@@ -13,11 +13,7 @@ import http
 import sys
 from typing import Any
 
-from crawler.commands.collection_args import (
-    add_url_command,
-    store_root,
-    stored_versions,
-)
+from crawler.commands.collection_args import add_url_command, store_root, stored_versions
 from crawler.commands.context import with_conn
 from crawler.commands.options import TIME_FORMS, parse_time, plain
 from crawler.errors import DAMAGED

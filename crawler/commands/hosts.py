@@ -7,6 +7,7 @@ frontier, due as before, and `crawler status` lists it.
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from crawler.commands.context import with_conn
@@ -28,32 +29,22 @@ def host_origin(text: str) -> str:
     return origin_of(normalized)
 
 
-def _run(args: argparse.Namespace, paused: bool) -> int:
+def _run(paused: bool, args: argparse.Namespace) -> int:
     origin = host_origin(args.host)
     if not with_conn(args, lambda conn: set_host_paused(conn, origin, paused)):
         raise UserError(f"unknown host {origin}: seed one of its URLs first; {KNOWN_HOSTS}")
-    said = "paused: none of its URLs is fetched until crawler resume --host" if paused \
-        else "resumed"
-    print(f"host {origin} {said}")
+    print(f"host {origin} " + ("paused: none of its URLs is fetched until crawler resume --host"
+                               if paused else "resumed"))
     return 0
 
 
-def cmd_pause(args: argparse.Namespace) -> int:
-    return _run(args, True)
-
-
-def cmd_resume(args: argparse.Namespace) -> int:
-    return _run(args, False)
-
-
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add `pause` and `resume`."""
-    for name, func, text in (
-        ("pause", cmd_pause, "Stop fetching a host's URLs until it is resumed (they are kept)."),
-        ("resume", cmd_resume, "Fetch a paused host's URLs again."),
+    for name, paused, text in (
+        ("pause", True, "Stop fetching a host's URLs until it is resumed (they are kept)."),
+        ("resume", False, "Fetch a paused host's URLs again."),
     ):
         parser = subparsers.add_parser(name, help=text, description=text)
         parser.add_argument("--host", required=True, metavar="ORIGIN",
                             help="The host, as scheme://host[:port] (e.g. https://example.org).")
         add_common_options(parser)
-        parser.set_defaults(func=func, needs_db="schema")
+        parser.set_defaults(func=functools.partial(_run, paused), needs_db="schema")

@@ -1,9 +1,4 @@
-"""Managing what was seeded: `crawler importance` and `crawler remove`.
-
-Users coming from Heritrix and StormCrawler expect to inspect, change and remove what they
-put in; a search engine can feed click-through weights with `importance --file` without
-re-seeding.
-"""
+"""Managing what was seeded: `crawler importance` and `crawler remove`."""
 
 from __future__ import annotations
 
@@ -140,10 +135,17 @@ async def _remove_on(conn: asyncpg.Connection, urls: list[str], host: str | None
     return removed
 
 
-def cmd_remove(args: argparse.Namespace) -> int:
+def named_urls(args: argparse.Namespace) -> list[str]:
+    """The normalised URLs of the arguments and of ``--file`` (one a line, '#' comments); a
+    malformed one is refused with where it was."""
     urls = [_normalized(u, "argument URL") for u in args.urls]
     if args.file:
         urls += [_normalized(line, f"{args.file}:{n}") for n, line in _lines(args.file)]
+    return urls
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    urls = named_urls(args)
     host = host_origin(args.host) if args.host else None
     if not urls and host is None:
         raise UserError("remove needs URLs, --host ORIGIN or --file PATH "
@@ -165,7 +167,6 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add `importance` and `remove`."""
     text = "Change the importance weight of known URLs (one URL, or url,weight lines)."
     p = subparsers.add_parser("importance", help=text, description=text)
     p.add_argument("url", nargs="?", metavar="URL")

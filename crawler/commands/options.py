@@ -7,8 +7,9 @@ import datetime as dt
 import math
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+from crawler.commands.errors import option_name
 from crawler.settings import Settings, env_name
 
 DB_OPTIONS = ("database_url", "data_dir")
@@ -16,6 +17,7 @@ DB_OPTIONS = ("database_url", "data_dir")
 COLLECTION_OPTIONS = ("database_url", "data_dir", "warc_dir")
 # `run` and `demo`: every setting (logging's options are every command's).
 DAEMON_OPTIONS = tuple(f for f in Settings.model_fields if f not in ("log_level", "log_json"))
+N = TypeVar("N", int, float)
 
 
 def _whole(text: str) -> int:
@@ -23,23 +25,6 @@ def _whole(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-
-
-def positive_int(text: str) -> int:
-    """A count that must be at least 1 (a page size: LIMIT 0 would page forever)."""
-    value = _whole(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An offset or a random seed: SQL OFFSET and numpy refuse a negative one with a
-    traceback, so argparse refuses it first (one line, exit 2)."""
-    value = _whole(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return value
 
 
 def _number(text: str) -> float:
@@ -52,33 +37,31 @@ def _number(text: str) -> float:
     return value
 
 
-def positive_float(text: str) -> float:
-    """A finite number above 0 (a duration, a number of days)."""
-    value = _number(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
-    return value
+def _checked(parse: Callable[[str], N], ok: Callable[[N], bool], must: str
+             ) -> Callable[[str], N]:
+    """An argparse type: ``parse``, then a value ``ok`` refuses is one line, exit 2."""
+
+    def convert(text: str) -> N:
+        value = parse(text)
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r} must {must}")
+        return value
+
+    return convert
 
 
-def non_negative_float(text: str) -> float:
-    """A finite number, 0 or more."""
-    value = _number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return value
-
-
-def fraction(text: str) -> float:
-    """A share between 0 and 1 inclusive."""
-    value = _number(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
-    return value
+# A page size must be at least 1: LIMIT 0 would page forever.
+positive_int = _checked(_whole, lambda v: v > 0, "be at least 1")
+# An offset or a random seed: SQL OFFSET and numpy refuse a negative one with a traceback.
+non_negative_int = _checked(_whole, lambda v: v >= 0, "be 0 or more")
+positive_float = _checked(_number, lambda v: v > 0, "be above 0")
+non_negative_float = _checked(_number, lambda v: v >= 0, "be 0 or more")
+fraction = _checked(_number, lambda v: 0.0 <= v <= 1.0, "be between 0 and 1")
 
 
 TIME_FORMS = ("ISO 8601 (2026-11-22T10:00, UTC unless zoned), POSIX seconds, or a duration "
               "back from now (30m, 1h, 2d, 1w)")
-# A number with a unit: a duration (a bare number is POSIX seconds, as it always was).
+# A number with a unit: a duration (a bare number is POSIX seconds).
 _DURATION = re.compile(r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?\s*[a-zA-Z]+")
 
 
@@ -114,7 +97,7 @@ def add_setting(parser: argparse.ArgumentParser, field: str, **kwargs: Any) -> N
     default = info.get_default(call_default_factory=True)
     shown = "unset" if default is None else default
     parser.add_argument(
-        "--" + field.replace("_", "-"),
+        option_name(field),
         dest=field,
         default=None,
         # argparse formats help with %: a description's own % must not be read as a format.

@@ -1,10 +1,5 @@
 """`crawler plan`: how often must the collection be re-fetched to stay (α, β)-current?
-
-Brewington & Cybenko (2000) section 6, computed by crawler.core.capacity: the uniform
-re-fetch period for a target (α, β), the α of a given period, the fetch rate and bandwidth
-for a collection size, and what the Lagrange-optimal per-page schedule reaches with the
-same budget.
-"""
+(Brewington & Cybenko (2000) section 6, computed by crawler.core.capacity.)"""
 
 from __future__ import annotations
 
@@ -18,7 +13,6 @@ import asyncpg
 
 from crawler.commands.context import load_settings, resolve_url
 from crawler.commands.options import add_common_options
-from crawler.commands.report import resolve_database_url
 from crawler.core import capacity
 from crawler.core.lifetime_fit import PageObservation, fit_lifetimes
 from crawler.core.model import SECONDS_PER_DAY
@@ -26,22 +20,9 @@ from crawler.db.connect import _run_blocking
 from crawler.report.data import load_url_histories, page_observations
 
 
-def load_observation_spans_from_db(database_url: str | None) -> list[PageObservation]:
-    """Per-page observations for the lifetime fit, read from the crawler's database.
-
-    One PageObservation per URL with at least one successful fetch (ok or not_modified: the
-    fetches that saw the content): span_days = last − first such fetch, change_count = the
-    observations with changed = true, intervals_days = times between consecutive detected
-    changes (each placed at its Last-Modified when that falls between the two fetches, else
-    at their midpoint). database_url None means the settings' database
-    (CRAWLER_DATABASE_URL, else the embedded server).
-
-    These counts come from fetches, and a fetch sees at most one change however many
-    happened since the previous one: pages that change faster than they are fetched are
-    undercounted, and the fit then finds lifetimes longer than they are.
-    """
-    histories = _run_blocking(load_url_histories(resolve_database_url(database_url)))
-    return page_observations(histories)
+def load_observation_spans_from_db(database_url: str) -> list[PageObservation]:
+    """Per-page observations for the lifetime fit (crawler.report.data.page_observations)."""
+    return page_observations(_run_blocking(load_url_histories(database_url)))
 
 
 def _parsed(parse: Callable[[str], float], what: str) -> Callable[[str], float]:
@@ -63,7 +44,6 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add the `plan` subcommand."""
     parser = subparsers.add_parser(
         "plan",
         help="Re-fetch period, bandwidth and (α, β)-currency of a collection.",
@@ -72,52 +52,31 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "(α, β), the α of a given period, the fetch rate and bandwidth for a collection size, "
         "and what the optimal per-page schedule reaches with the same budget.",
     )
-    parser.add_argument(
-        "--weibull-shape", type=float, default=None,
-        help="shape σ of the Weibull distribution of mean change intervals (paper: 1.4)",
-    )
-    parser.add_argument(
-        "--weibull-scale", type=_parsed(capacity.parse_duration_days, "duration"), default=None,
-        help="scale θ of that distribution, with a unit: 152.2d, 5w (bare number: days)",
-    )
-    parser.add_argument(
-        "--from-db", action="store_true",
-        help="fit the Weibull to the crawler's own change observations instead",
-    )
+    duration = _parsed(capacity.parse_duration_days, "duration")
+    parser.add_argument("--weibull-shape", type=float, default=None, help="shape σ of the "
+                        "Weibull distribution of mean change intervals (paper: 1.4)")
+    parser.add_argument("--weibull-scale", type=duration, default=None, help="scale θ of that "
+                        "distribution, with a unit: 152.2d, 5w (bare number: days)")
+    parser.add_argument("--from-db", action="store_true",
+                        help="fit the Weibull to the crawler's own change observations instead")
     parser.add_argument("--alpha", type=float, default=0.95,
                         help="target fraction of pages β-current (default 0.95)")
-    parser.add_argument(
-        "--beta", type=_parsed(capacity.parse_duration_days, "duration"), default=1.0,
-        help="grace period β with a unit: 1d, 1w, 6h, 30m (bare number: days; default 1d)",
-    )
-    parser.add_argument(
-        "--period", type=_parsed(capacity.parse_duration_days, "duration"), default=None,
-        help="evaluate this re-fetch period T (e.g. 7d) instead of solving for it",
-    )
-    parser.add_argument(
-        "--pages", type=_parsed(capacity.parse_count, "count"), default=None,
-        help="pages in the collection, e.g. 800e6",
-    )
-    parser.add_argument(
-        "--page-size", type=_parsed(capacity.parse_size_bytes, "size"), default=None,
-        help="mean page size: 12KB (KB = 1000 bytes, KiB = 1024)",
-    )
+    parser.add_argument("--beta", type=duration, default=1.0, help="grace period β with a "
+                        "unit: 1d, 1w, 6h, 30m (bare number: days; default 1d)")
+    parser.add_argument("--period", type=duration, default=None,
+                        help="evaluate this re-fetch period T (e.g. 7d) instead of solving for it")
+    parser.add_argument("--pages", type=_parsed(capacity.parse_count, "count"), default=None,
+                        help="pages in the collection, e.g. 800e6")
+    parser.add_argument("--page-size", type=_parsed(capacity.parse_size_bytes, "size"),
+                        default=None, help="mean page size: 12KB (KB = 1000 bytes, KiB = 1024)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_common_options(parser)  # the database of --from-db, as every command names it
-    parser.set_defaults(check=_check)
-    parser.set_defaults(func=run)
+    parser.set_defaults(check=_check, func=run)
 
 
-def compute_plan(
-    *,
-    shape: float,
-    scale_days: float,
-    alpha: float,
-    beta_days: float,
-    period_days: float | None = None,
-    pages: float | None = None,
-    page_size_bytes: float | None = None,
-) -> dict[str, Any]:
+def compute_plan(*, shape: float, scale_days: float, alpha: float, beta_days: float,
+                 period_days: float | None = None, pages: float | None = None,
+                 page_size_bytes: float | None = None) -> dict[str, Any]:
     """The figures `crawler plan` prints, as a JSON-ready dict (days unless named)."""
     required = capacity.required_period(alpha, beta_days, shape, scale_days)
     period = required if period_days is None else period_days
@@ -133,26 +92,18 @@ def compute_plan(
         "optimal_alpha_at_period": optimal.alpha,
         "optimal_fraction_not_fetched": optimal.fraction_not_fetched,
         "optimal_mean_period_days": capacity.optimal_required_period(
-            alpha, beta_days, shape, scale_days
-        ),
+            alpha, beta_days, shape, scale_days),
     }
     if pages is not None:
         per_day = capacity.fetch_rate_per_day(pages, period)
-        result.update(
-            pages=pages,
-            fetches_per_day=per_day,
-            fetches_per_second=per_day / SECONDS_PER_DAY,
-        )
+        result.update(pages=pages, fetches_per_day=per_day,
+                      fetches_per_second=per_day / SECONDS_PER_DAY)
         if page_size_bytes is not None:
             bits = capacity.bandwidth_bits_per_second(pages, page_size_bytes, period)
             optimal_bits = capacity.bandwidth_bits_per_second(
-                pages, page_size_bytes, result["optimal_mean_period_days"]
-            )
-            result.update(
-                page_size_bytes=page_size_bytes,
-                bandwidth_mbit_per_second=bits / 1e6,
-                optimal_bandwidth_mbit_per_second=optimal_bits / 1e6,
-            )
+                pages, page_size_bytes, result["optimal_mean_period_days"])
+            result.update(page_size_bytes=page_size_bytes, bandwidth_mbit_per_second=bits / 1e6,
+                          optimal_bandwidth_mbit_per_second=optimal_bits / 1e6)
     return result
 
 
@@ -170,16 +121,12 @@ def _format_text(plan: dict[str, Any]) -> str:
         f"{plan['optimal_mean_period_days']:.2f} days",
     ]
     if "fetches_per_day" in plan:
-        lines.append(
-            f"fetch rate: {plan['fetches_per_day']:.4g} pages/day "
-            f"({plan['fetches_per_second']:.4g} pages/s)"
-        )
+        lines.append(f"fetch rate: {plan['fetches_per_day']:.4g} pages/day "
+                     f"({plan['fetches_per_second']:.4g} pages/s)")
     if "bandwidth_mbit_per_second" in plan:
-        lines.append(
-            f"bandwidth: {plan['bandwidth_mbit_per_second']:.1f} Mbit/s at this period; "
-            f"{plan['optimal_bandwidth_mbit_per_second']:.1f} Mbit/s for the target α "
-            "with the optimal schedule"
-        )
+        lines.append(f"bandwidth: {plan['bandwidth_mbit_per_second']:.1f} Mbit/s at this period; "
+                     f"{plan['optimal_bandwidth_mbit_per_second']:.1f} Mbit/s for the target α "
+                     "with the optimal schedule")
     return "\n".join(lines)
 
 
@@ -209,15 +156,9 @@ def run(args: argparse.Namespace) -> int:
         print("crawler plan: --alpha must be between 0 and 1", file=sys.stderr)
         return 2
     try:
-        plan = compute_plan(
-            shape=shape,
-            scale_days=scale,
-            alpha=args.alpha,
-            beta_days=args.beta,
-            period_days=args.period,
-            pages=args.pages,
-            page_size_bytes=args.page_size,
-        )
+        plan = compute_plan(shape=shape, scale_days=scale, alpha=args.alpha, beta_days=args.beta,
+                            period_days=args.period, pages=args.pages,
+                            page_size_bytes=args.page_size)
     except ValueError as error:
         print(f"crawler plan: {error}", file=sys.stderr)
         return 2

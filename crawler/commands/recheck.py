@@ -17,13 +17,9 @@ from typing import Any
 
 from crawler.commands.context import load_settings, plural, resolve_url
 from crawler.commands.hosts import KNOWN_HOSTS, host_origin
-from crawler.commands.manage import _lines, _normalized
+from crawler.commands.manage import named_urls
 from crawler.commands.options import add_common_options
-from crawler.db.admin import (
-    host_parked_urls,
-    recheck_host_urls,
-    recheck_urls,
-)
+from crawler.db.admin import host_parked_urls, recheck_host_urls, recheck_urls
 from crawler.db.connect import connect
 from crawler.db.frontier import origin_of
 from crawler.db.hints import refresh_due
@@ -44,9 +40,7 @@ class Rechecked:
     parked: int = 0
 
 
-async def recheck(
-    database_url: str, urls: list[str], origin: str | None
-) -> Rechecked:
+async def recheck(database_url: str, urls: list[str], origin: str | None) -> Rechecked:
     """Make ``urls`` and every URL of ``origin`` due now, then recompute their hosts' due
     times. Raises ``UserError`` for an unknown host."""
     conn = await connect(database_url)
@@ -77,24 +71,14 @@ async def recheck(
     return Rechecked(due, sorted(set(urls) - found), parked)
 
 
-def read_urls(args: argparse.Namespace) -> list[str]:
-    """The normalised URLs of the arguments and of ``--file`` (one a line, '#' comments); a
-    malformed one is refused with where it was."""
-    urls = [_normalized(u, "argument URL") for u in args.urls]
-    if args.file:
-        urls += [_normalized(line, f"{args.file}:{n}") for n, line in _lines(args.file)]
-    return list(dict.fromkeys(urls))
-
-
 def summary(done: Rechecked) -> str:
-    """The one line a recheck prints."""
-    parked = (f", {done.parked} left to their page window" if done.parked else "")
+    parked = f", {done.parked} left to their page window" if done.parked else ""
     return (f"made {plural(done.due, 'URL')} due now ({len(done.unknown)} unknown{parked}); "
             "each is fetched once its host's politeness delay allows")
 
 
 def cmd_recheck(args: argparse.Namespace) -> int:
-    urls = read_urls(args)
+    urls = list(dict.fromkeys(named_urls(args)))
     origin = host_origin(args.host) if args.host else None
     if not urls and origin is None:
         raise UserError("recheck needs URLs, --host ORIGIN or --file PATH "
@@ -107,7 +91,6 @@ def cmd_recheck(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add `recheck`."""
     text = ("Fetch known URLs as soon as their host's politeness allows; their schedule "
             "resumes after that fetch.")
     p = subparsers.add_parser("recheck", help=text, description=text)

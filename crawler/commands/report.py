@@ -21,10 +21,8 @@ import asyncpg
 from crawler.commands.context import load_settings, resolve_url, unwritable
 from crawler.commands.options import add_common_options
 from crawler.core import capacity
-from crawler.db.connect import database_url as settings_database_url
 from crawler.errors import UserError
 from crawler.report.data import load_report_data
-from crawler.settings import Settings
 
 
 def _duration(text: str) -> float:
@@ -55,7 +53,6 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add the `report` subcommand."""
     parser = subparsers.add_parser(
         "report", help="HTML change report with plots (lifetimes, capacity, hosts).",
         description="The change report: a self-contained HTML page with plots of what the "
@@ -63,13 +60,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "what it implies for capacity (Brewington & Cybenko's (α, β) level set).",
     )
     add_arguments(parser)
-
-
-def resolve_database_url(database_url: str | None) -> str:
-    """The given URL, else the settings' (CRAWLER_DATABASE_URL or the embedded server)."""
-    if database_url:
-        return database_url
-    return settings_database_url(Settings.model_validate({}))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,8 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point without the top-level CLI: `python -m crawler.commands.report --out DIR`."""
     parser = argparse.ArgumentParser(prog="crawler report", description=__doc__)
     add_arguments(parser)
-    code: int = run(parser.parse_args(argv))
-    return code
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

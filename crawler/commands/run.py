@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 import uvloop
 
@@ -15,16 +15,12 @@ from crawler.daemon.run import preflight, run_daemon
 from crawler.daemon.signals import process_shutdown
 from crawler.demo.run import run_demo
 
+T = TypeVar("T")
 
-def run_with_uvloop(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+def run_with_uvloop(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run ``make()`` on uvloop; the coroutine is made only once the loop can run it, so a
     Ctrl-C while uvloop loads leaves no never-awaited coroutine behind."""
     return uvloop.run(make())
-
-
-def check_run_dirs(args: argparse.Namespace) -> None:
-    """Before connecting: the directories `run` writes to must be writable (one line, exit 2)."""
-    check_dirs(load_settings(args))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -41,24 +37,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not run_with_uvloop(lambda: preflight(url, shutdown)):
             return 0
         return run_processes(settings, url, processes, duration=args.duration)
-    code: int = run_with_uvloop(
-        lambda: run_daemon(settings, url, duration=args.duration, shutdown=shutdown)
-    )
-    return code
+    return run_with_uvloop(
+        lambda: run_daemon(settings, url, duration=args.duration, shutdown=shutdown))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     settings = load_settings(args)
-    code: int = run_with_uvloop(lambda: run_demo(settings, args))
-    return code
+    return run_with_uvloop(lambda: run_demo(settings, args))
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add `run` and `demo`."""
     p = add_command(subparsers, "run", cmd_run, "Run the crawl daemon until SIGTERM/SIGINT.",
                     settings=DAEMON_OPTIONS)
-    # Its own database checks, interruptible by a signal (crawler.daemon.run._start).
-    p.set_defaults(check=check_run_dirs, needs_db=None)
+    # Before connecting, the directories it writes to; its own database checks, interruptible
+    # by a signal (crawler.daemon.run._start).
+    p.set_defaults(check=lambda args: check_dirs(load_settings(args)), needs_db=None)
     p.add_argument("--duration", type=positive_float, default=None,
                    help="Stop by itself after this many seconds.")
 

@@ -48,8 +48,6 @@ def importance_weight(text: str) -> float:
     return value
 
 
-
-
 def read_seed_lines(lines: Sequence[str], source: str) -> tuple[list[str], list[str]]:
     """Normalised URLs from seed lines, and one error message per malformed line."""
     good: list[str] = []
@@ -148,8 +146,6 @@ def cmd_seed(args: argparse.Namespace) -> int:
         urls, errors = read_seed_lines(args.urls, "argument")
         if args.file == "-":
             file_urls, file_errors = read_seed_lines(sys.stdin.read().splitlines(), "<stdin>")
-            urls += file_urls
-            errors += file_errors
         elif args.file:
             path = Path(args.file)
             try:
@@ -159,15 +155,14 @@ def cmd_seed(args: argparse.Namespace) -> int:
                 raise UserError(f"cannot read seed file {path}: {error.strerror or error}; "
                                 "check crawler seed --file") from None
             file_urls, file_errors = read_seed_lines(text.splitlines(), str(path))
+        if args.file:
             urls += file_urls
             errors += file_errors
     except KeyboardInterrupt:
         raise UserError("seed interrupted while reading its input; nothing was committed",
                         PARTIAL) from None
-    # A URL given twice (in the file, or as an argument too) is seeded once and counted once,
-    # as a duplicate: otherwise it appeared in no count of the summary.
-    # The dict is also what frontier.seed takes (URL -> importance), so the input is hashed
-    # into one dict once, not twice (about 5 s at 10^7 URLs).
+    # A URL given twice is seeded once and counted once, as a duplicate. The dict is what
+    # frontier.seed takes (URL -> importance): the input is hashed once.
     seeds = dict.fromkeys(urls, args.importance)
     duplicates = len(urls) - len(seeds)
     urls = list(seeds)
@@ -175,7 +170,6 @@ def cmd_seed(args: argparse.Namespace) -> int:
     try:
         for message in errors:
             print(message, file=sys.stderr)
-
         if args.window is not None and len(urls) != 1:
             print("crawler seed --window takes exactly one root URL", file=sys.stderr)
             return 2
@@ -249,7 +243,6 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add `seed`."""
     p = add_command(subparsers, "seed", cmd_seed,
                     "Add URLs to the frontier (malformed ones are reported).")
     p.set_defaults(check=check_seed_args)

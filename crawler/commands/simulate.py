@@ -41,33 +41,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="pages in the population (default 20000)")
     parser.add_argument("--days", type=positive_float, default=720.0,
                         help="virtual days simulated, warm-up included (default 720)")
-    parser.add_argument(
-        "--mean-interval",
-        type=positive_float,
-        default=30.0,
-        help="average days between fetches of a page: the budget is pages / this per day",
-    )
+    parser.add_argument("--mean-interval", type=positive_float, default=30.0, help="average "
+                        "days between fetches of a page: the budget is pages / this per day")
     parser.add_argument("--warmup-days", type=non_negative_float, default=WARMUP_DAYS,
                         help=f"excluded from averages, less than --days (default {WARMUP_DAYS:g})")
-    # numpy's generators refuse a negative seed with a traceback
     parser.add_argument("--seed", type=non_negative_int, default=1,
                         help="random seed, 0 or more (default 1)")
     parser.add_argument("--beta-days", type=positive_float, default=1.0,
                         help="grace of β-currency, above 0 (default 1)")
+    parser.add_argument("--last-modified-share", type=fraction, default=0.0,
+                        help="share of pages that send a truthful Last-Modified (0 to 1)")
     parser.add_argument(
-        "--last-modified-share",
-        type=fraction,
-        default=0.0,
-        help="share of pages that send a truthful Last-Modified (0 to 1)",
-    )
-    parser.add_argument(
-        "--hints",
-        # Not `hints`: that name is the daemon's setting, and load_settings reads every
-        # argument named like a setting.
-        dest="hint_sources",
-        type=_hint_spec,
-        action="append",
-        default=[],
+        # Not dest `hints`: load_settings reads every argument named like a setting.
+        "--hints", dest="hint_sources", type=_hint_spec, action="append", default=[],
         metavar="MODE:SHARE[,delay=S][,fp=R][,miss=S]",
         help="a change-hint source on SHARE of each site's pages (repeatable): MODE is accurate, "
              "lying-now or random; delay in seconds (default 300), fp false announcements per "
@@ -109,20 +95,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         names = list(HINT_POLICIES) if args.hint_sources else list(POLICIES)
     population = build_population(args.population, args.pages, args.days, args.seed)
-    budget_per_day = args.pages / args.mean_interval
     results: list[SimulationResult] = []
     for name in names:
-        result = simulate(
-            population,
-            name,
-            days=args.days,
-            budget_per_day=budget_per_day,
-            warmup_days=args.warmup_days,
-            beta_days=args.beta_days,
-            seed=args.seed,
-            last_modified_share=args.last_modified_share,
-            hints=args.hint_sources,
-        )
+        result = simulate(population, name, days=args.days,
+                          budget_per_day=args.pages / args.mean_interval,
+                          warmup_days=args.warmup_days, beta_days=args.beta_days,
+                          seed=args.seed, last_modified_share=args.last_modified_share,
+                          hints=args.hint_sources)
         results.append(result)
         if args.json:
             print(json.dumps(asdict(result)), flush=True)

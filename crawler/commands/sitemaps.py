@@ -119,9 +119,8 @@ class Reader:
     """Reads sitemaps one at a time, holding one host at a time."""
 
     def __init__(self, conn: asyncpg.Connection, session: aiohttp.ClientSession,
-                 settings: Settings, filters: list[UrlFilter],
-                 on_file: FileTaken | None = None, harvest: Harvest | None = None,
-                 parser: Executor | None = None) -> None:
+                 settings: Settings, filters: list[UrlFilter], on_file: FileTaken,
+                 harvest: Harvest, parser: Executor) -> None:
         self.conn = conn
         self.on_file = on_file
         self.parser = parser
@@ -130,7 +129,7 @@ class Reader:
         self.filters = filters
         self.owner = f"sitemaps-{uuid.uuid4().hex[:12]}"
         self.hold: HostHold | None = None
-        self.harvest = harvest if harvest is not None else Harvest()
+        self.harvest = harvest
 
     async def host(self, origin: str) -> HostHold:
         if self.hold is not None and self.hold.origin == origin:
@@ -192,9 +191,7 @@ class Reader:
                     else:
                         queue.append((entry.url, depth + 1, robots_origin))
                 continue
-            urls, hints = self.take(report, read)
-            if self.on_file is not None:
-                await self.on_file(report, urls, hints)
+            await self.on_file(report, *self.take(report, read))
         await self.close()
         return harvest
 
@@ -226,8 +223,8 @@ class Reader:
         taken, known_hints = harvest.urls, harvest.hints
         new_urls: list[str] = []
         new_hints: list[Hint] = []
-        # location_allows as prefixes of the (normalised) URLs: one C call an entry, where
-        # parsing two URLs an entry was most of a 50,000-URL file's time on the event loop.
+        # location_allows as prefixes of the (normalised) URLs: one C call an entry, not two
+        # URL parses.
         allowed = location_prefixes(report.url, report.robots_origin)
         filters = [f for f in self.filters if not f.empty]
         source = report.url
@@ -257,13 +254,11 @@ class Reader:
 
 async def harvest_sitemaps(conn: asyncpg.Connection, session: aiohttp.ClientSession,
                            settings: Settings, filters: list[UrlFilter],
-                           *, origins: list[str], sitemaps: list[str],
-                           on_file: FileTaken | None = None,
-                           harvest: Harvest | None = None,
-                           parser: Executor | None = None) -> Harvest:
+                           *, origins: list[str], sitemaps: list[str], on_file: FileTaken,
+                           harvest: Harvest, parser: Executor) -> Harvest:
     """Read the sitemaps of ``origins`` (found through robots.txt) and the ``sitemaps`` given
-    (into ``harvest`` when given; parsed in ``parser`` when given, else on a thread);
-    ``on_file`` is awaited with what each file added, as it is read."""
+    into ``harvest``, parsed in ``parser``; ``on_file`` is awaited with what each file added,
+    as it is read."""
     reader = Reader(conn, session, settings, filters, on_file, harvest, parser)
     try:
         starts: list[tuple[str, str | None]] = []
@@ -338,8 +333,8 @@ class Pipeline:
     flight at a time, so a file's hints always find the URLs an earlier file seeded."""
 
     def __init__(self, pool: asyncpg.Pool, harvest: Harvest, importance: float,
-                 progress: Callable[[int, int], None] | None,
-                 after_batch: frontier.AfterBatch | None, settings: Settings) -> None:
+                 progress: Callable[[int, int], None], after_batch: frontier.AfterBatch,
+                 settings: Settings) -> None:
         self.pool = pool
         self.harvest = harvest
         self.settings = settings
@@ -360,8 +355,7 @@ class Pipeline:
         offset = self.done
 
         def progress(done: int, _total: int) -> None:
-            if self.progress is not None:
-                self.progress(offset + done, self.listed)
+            self.progress(offset + done, self.listed)
 
         result = await frontier.seed(self.pool, dict.fromkeys(urls, self.importance),
                                      time.time(), progress=progress,
@@ -410,19 +404,15 @@ def describe_file(report: FileReport) -> str:
 
 def sitemap_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The origins (``--sitemaps``) and sitemap URLs (``--sitemap``) given, normalised."""
-    origins: list[str] = []
-    for text in args.sitemaps or []:
-        url = normalize_url(text.strip())
-        if url is None:
-            raise UserError(f"--sitemaps: malformed origin {text.strip()!r}")
-        origins.append(origin_of(url))
-    urls: list[str] = []
-    for text in args.sitemap or []:
-        url = normalize_url(text.strip())
-        if url is None:
-            raise UserError(f"--sitemap: malformed URL {text.strip()!r}")
-        urls.append(url)
-    return origins, urls
+    given: dict[str, list[str]] = {"--sitemaps": [], "--sitemap": []}
+    for option, what, texts in (("--sitemaps", "origin", args.sitemaps),
+                                ("--sitemap", "URL", args.sitemap)):
+        for text in texts or []:
+            url = normalize_url(text.strip())
+            if url is None:
+                raise UserError(f"{option}: malformed {what} {text.strip()!r}")
+            given[option].append(url)
+    return [origin_of(url) for url in given["--sitemaps"]], given["--sitemap"]
 
 
 def cmd_seed_sitemaps(args: argparse.Namespace) -> int:
@@ -455,7 +445,7 @@ def cmd_seed_sitemaps(args: argparse.Namespace) -> int:
             harvest = Harvest()
             pipeline = Pipeline(pool, harvest, args.importance, SeedProgress(sys.stderr),
                                 committed_batch, settings)
-            # Parsing (mostly normalising URLs) in a process of its own: on a thread it held
+            # Parsing (mostly normalising URLs) in a process of its own: on a thread it would hold
             # the interpreter's lock against the seeding and recording of the file before.
             parser = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                          initializer=parser_started)
@@ -487,7 +477,6 @@ def cmd_seed_sitemaps(args: argparse.Namespace) -> int:
         raise UserError(f"seed: {collision}") from collision
     [(harvest, result)] = found
     failed = sum(1 for f in harvest.files if f.error)
-    turned = dict(harvest.filtered)
     extras = [f"{harvest.off_location} outside their sitemap's location"]
     if harvest.loops:
         extras.append(f"{plural(harvest.loops, 'repeated sitemap')} not read again")
@@ -496,7 +485,7 @@ def cmd_seed_sitemaps(args: argparse.Namespace) -> int:
     if harvest.skipped_files:
         extras.append(f"{plural(harvest.skipped_files, 'sitemap')} past {MAX_FILES} files")
     print(f"read {plural(len(harvest.files), 'sitemap')} ({failed} failed): "
-          f"{', '.join(extras)}{rejection_summary(turned)}; "
+          f"{', '.join(extras)}{rejection_summary(harvest.filtered)}; "
           f"{plural(len(harvest.hints), 'date hint')}")
     made_due = f", {result.made_due} of them due now" if result.made_due else ""
     print(f"seeded {plural(result.inserted, 'new URL')} ({result.already_known} already known"

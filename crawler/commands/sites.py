@@ -67,15 +67,11 @@ def cmd_urls(args: argparse.Namespace) -> int:
         more = len(urls) == args.limit
     if more:
         print(f"more: crawler urls ... --offset {args.offset + args.limit}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(urls, indent=2))
-    else:
-        print(table(urls, columns))
+    print(json.dumps(urls, indent=2) if args.json else table(urls, columns))
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add `sites` and `urls`."""
     p = add_command(subparsers, "sites", cmd_sites, "Windowed sites: window size, pages in it, "
                     "discovered, entered and left; sites read through sitemaps: each file, when "
                     "it was read, URLs it listed, added and dropped.")

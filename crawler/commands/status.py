@@ -8,41 +8,31 @@ import json
 import sys
 from typing import Any
 
-from crawler.commands.context import load_settings, resolve_url
+from crawler.commands.context import load_settings, normalized, resolve_url
 from crawler.commands.options import add_command, non_negative_int, positive_int
-from crawler.core.links import normalize_url
 from crawler.status import LISTED, collect_status, collect_url, more_hint, render_status, render_url
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    settings = load_settings(args)
-    status = asyncio.run(collect_status(resolve_url(settings), args.limit, args.offset))
-    hint = more_hint(status)
-    if hint is not None:
+    status = asyncio.run(collect_status(resolve_url(load_settings(args)), args.limit,
+                                        args.offset))
+    if (hint := more_hint(status)) is not None:
         print(hint, file=sys.stderr)
-    if args.json:
-        print(json.dumps(status, indent=2, sort_keys=True))
-    else:
-        print(render_status(status))
+    print(json.dumps(status, indent=2, sort_keys=True) if args.json else render_status(status))
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    settings = load_settings(args)
-    url = normalize_url(args.url) or args.url
-    shown = asyncio.run(collect_url(resolve_url(settings), url, args.limit))
+    url = normalized(args.url)
+    shown = asyncio.run(collect_url(resolve_url(load_settings(args)), url, args.limit))
     if shown is None:
         print(f"unknown URL: {url}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(shown, indent=2, sort_keys=True))
-    else:
-        print(render_url(shown))
+    print(json.dumps(shown, indent=2, sort_keys=True) if args.json else render_url(shown))
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    """Add `status` and `show`."""
     p = add_command(subparsers, "status", cmd_status, "Summary of the frontier and recent "
                     "fetching, with its lists (most overdue URLs, hosts in backoff, paused, "
                     "refused) paged.")

@@ -19,7 +19,6 @@ version under the new rule (when versions are stored), not taken as a new baseli
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,7 +69,7 @@ def add_region_options(parser: argparse.ArgumentParser, target: str) -> None:
 
 
 def wanted(args: argparse.Namespace) -> bool:
-    """Whether the command line set any part of a region."""
+    """Whether the command line set a part of a region."""
     return args.watch is not None or args.ignore is not None
 
 
@@ -101,7 +100,7 @@ async def _url_rule(conn: asyncpg.Connection, url: str) -> str:
 def _pattern_parts(args: argparse.Namespace) -> dict[str, str]:
     """The parts a ``--pattern`` command sets, as ``watch_rules`` stores them: 'exact' ('true'
     or 'false'), 'watch' and 'ignore' (a selector, '' for none; ``--clear`` empties both
-    unless given), as set_pattern_rule sets them on the known URLs."""
+    unless given)."""
     parts: dict[str, str] = {}
     if args.exact is not None:
         parts["exact"] = "true" if args.exact else "false"
@@ -125,12 +124,11 @@ async def _watch_pattern(conn: asyncpg.Connection, args: argparse.Namespace) -> 
     if not (wanted(args) or args.clear or args.exact is not None):
         raise UserError("--pattern: give what to set (--exact, --no-exact, --watch, "
                         "--ignore or --clear)")
-    # Stored for the URLs that arrive later (the trigger of migration 0032), committed before
-    # the known URLs are updated, as crawler bound does.
-    parts = _pattern_parts(args)
+    # Stored for the URLs that arrive later, committed before the known URLs are updated, as
+    # crawler bound does.
     async with conn.transaction():
         await check_pattern(conn, args.url)
-        await rules.store_watch_rule(conn, args.url, parts)
+        await rules.store_watch_rule(conn, args.url, _pattern_parts(args))
     await rules.sync_new_url_rules(conn)
     done = await rules.set_pattern_rule(conn, args.url, args.exact, args.watch, args.ignore,
                                         args.clear)
@@ -169,10 +167,9 @@ async def _watch(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
     if args.window:
         root = await resolve_site(conn, url, f"watch --window: the site of {url}")
         site = await rules.url_region(conn, root)
-        old = Region(site.site_watch_css, site.site_ignore_css) if site else Region()
-        region = old
+        region = Region(site.site_watch_css, site.site_ignore_css) if site else Region()
         if wanted(args) or args.clear:
-            region = _merged(old, args)
+            region = _merged(region, args)
             await store_region(conn, [root], region, window=True)
         if args.exact is not None:
             await store_exact(conn, [root], args.exact, window=True)
@@ -191,7 +188,7 @@ async def _watch(conn: asyncpg.Connection, args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(with_conn(args, lambda conn: _watch(conn, args)), file=sys.stdout)
+    print(with_conn(args, lambda conn: _watch(conn, args)))
     return 0
 
 

@@ -59,10 +59,9 @@ async def register_window(conn: asyncpg.Connection, root_url: str, size: int,
                           ) -> str:
     """Register (or resize) the window of ``root_url``'s site; what happened, in one line.
 
-    A second root on an origin that has a window is refused: one window per site. A new size
-    takes effect at once (the window is recomputed in the same transaction). ``patterns``
-    (include, exclude), when given, replace the site's own URL patterns in that transaction,
-    before its root can be fetched: no link escapes them.
+    A new size takes effect at once (recomputed in the same transaction). ``patterns``
+    (include, exclude), when given, replace the site's own in that transaction, before its
+    root can be fetched: no link escapes them.
     """
     origin = origin_of(root_url)
     existing = await window_of_origin(conn, root_url)
