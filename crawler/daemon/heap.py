@@ -1,13 +1,10 @@
 """The fetch processes' garbage-collector settings.
 
-The cyclic collector's default thresholds (a young collection every 700 container
-allocations, and the whole heap scanned every hundred of those) are made for short scripts.
-A fetch process allocates records, tasks and futures by the thousand a second, and every full
-scan also walks what start-up left behind: the imported modules, the settings, the pools.
-Measured on the claim + record path (``bench/bench_frontier.py``, one process, 10^6 URLs):
-10,578 to 11,335 URLs/s with the defaults, 12,788 to 13,429 with start-up's objects frozen,
-13,803 to 14,078 with these settings, and 13,391 to 14,561 with the collector off.
-Reference counting still frees every acyclic object at once; only cycles wait longer.
+The cyclic collector's default thresholds are made for short scripts. A fetch process
+allocates records, tasks and futures by the thousand a second, and every full scan also walks
+what start-up left behind: the imported modules, the settings, the pools (measured on the
+claim + record path: ``bench/bench_frontier.py``). Reference counting still frees every
+acyclic object at once; only cycles wait longer.
 """
 
 from __future__ import annotations
@@ -20,10 +17,9 @@ YOUNG_THRESHOLD = 20_000
 
 def settle() -> None:
     """Collect once, then exempt every object alive now from the collector's scans
-    (``gc.freeze``: they were made at start-up and live as long as the process) and space the
-    young collections out. Called once start-up is done, and before ``--processes`` forks: a
-    frozen object's header is never written by a scan, so its page stays shared with the
-    parent."""
+    (``gc.freeze``) and space the young collections out. Called once start-up is done, and
+    before ``--processes`` forks: a frozen object's header is never written by a scan, so its
+    page stays shared with the parent."""
     gc.collect()
     gc.freeze()
     _, middle, old = gc.get_threshold()

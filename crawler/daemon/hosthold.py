@@ -13,12 +13,25 @@ import aiohttp
 import asyncpg
 
 from crawler.core.robots import RobotsPolicy, RobotsState, decide_robots, product_token
-from crawler.db.hostlease import LeasedHost, hold_host
+from crawler.db.hostlease import LeasedHost, hold_host, lease_host
 from crawler.net.fetch import fetch_robots
 from crawler.settings import Settings
 
 LEASE_SECONDS = 120.0  # renewed after every request; longer than any one request may take
 LEASE_POLL_SECONDS = 0.5  # how often a host another process holds is asked for again
+
+
+async def wait_for_lease(conn: asyncpg.Connection | asyncpg.Pool, host: int, owner: str,
+                         wait_seconds: float,
+                         poll_seconds: float = LEASE_POLL_SECONDS) -> LeasedHost | None:
+    """The host's lease (its row), asked for again while another process holds it, up to
+    ``wait_seconds``; None after that."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        row = await lease_host(conn, host, owner, LEASE_SECONDS)
+        if row is not None or time.monotonic() >= deadline:
+            return row
+        await asyncio.sleep(poll_seconds)
 
 
 class HostHold:
@@ -73,8 +86,7 @@ class HostHold:
     async def robots(self, session: aiohttp.ClientSession, limits: Settings) -> None:
         """The host's robots.txt, fetched (a request like any other) unless cached and fresh.
         Not stored: the daemon keeps its own copy current."""
-        now = time.time()
-        if self.robots_state is not None and now < self.robots_state.expires_at:
+        if self.robots_state is not None and time.time() < self.robots_state.expires_at:
             return
         await self.turn()
         fetched = await fetch_robots(session, self.origin, limits)

@@ -4,10 +4,11 @@ receiver's /indexnow when one is given (crawler.daemon.indexnow)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from crawler.daemon.indexnow import IndexNowReceiver
 
 ReadinessCheck = Callable[[], Awaitable[tuple[bool, str]]]
 # A POST of 10,000 URLs (the protocol's most) of a hundred characters each is 1 MB of JSON:
@@ -15,21 +16,11 @@ ReadinessCheck = Callable[[], Awaitable[tuple[bool, str]]]
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 
-class PingRoutes(Protocol):
-    """What serves /indexnow (``crawler.daemon.indexnow.IndexNowReceiver``)."""
-
-    async def get(self, request: web.Request) -> web.Response: ...
-
-    async def post(self, request: web.Request) -> web.Response: ...
-
-
-def make_app(
-    registry: CollectorRegistry, ready: ReadinessCheck, pings: PingRoutes | None = None
-) -> web.Application:
+def make_app(registry: CollectorRegistry, ready: ReadinessCheck,
+             pings: IndexNowReceiver | None = None) -> web.Application:
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(
-            body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-        )
+        return web.Response(body=generate_latest(registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -54,7 +45,6 @@ async def start_server(app: web.Application, host: str, port: int) -> tuple[web.
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    server = site._server
-    sockets = getattr(server, "sockets", None) or []
+    sockets = getattr(site._server, "sockets", None) or []
     bound = sockets[0].getsockname()[1] if sockets else port
     return runner, int(bound)

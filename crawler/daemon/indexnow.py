@@ -9,20 +9,15 @@ A ping goes through, in order, and stops at the first refusal:
 2. the host's token bucket: 429, before the database or the network is asked anything;
 3. the host is one of the collection's (``known_host``): 403 otherwise, before any request;
 4. the key: trusted if its file confirmed it lately; else the file is fetched, at most once
-   per host per ``KEY_CHECK_INTERVAL_SECONDS`` for keys not verified (403 meanwhile). The
-   fetch is a request to the host like any other: under the host's lease, after its
-   politeness clock, through the SSRF policy and the fetch caps, and it moves the host's
-   clock by its delay, so that the page fetched next waits its turn (``read_key``);
+   per host per ``KEY_CHECK_INTERVAL_SECONDS`` for keys not verified (403 meanwhile), as
+   politely as a page (``read_key``);
 5. the URLs: known ones due now (``due_after_ping``) as far as the host's pings are trusted
-   (issue 38: ``crawler.db.pings`` reads ``hint_trust``), new ones seeded (the global URL
-   patterns apply), a hint in ``url_hints`` for each (kind ``ping``, source ``indexnow``):
-   200. A key check that takes longer than ``ANSWER_WAIT_SECONDS`` (the host is leased by a
-   daemon working through its URLs) is answered 202, the protocol's "key validation
-   pending", and the URLs are taken when the check confirms the key.
+   (``crawler.db.pings``), new ones seeded (the global URL patterns apply), a hint in
+   ``url_hints`` for each: 200. A key check that takes longer than ``ANSWER_WAIT_SECONDS`` is
+   answered 202 ("key validation pending"), and the URLs are taken when it confirms the key.
 
 Under ``crawler run --processes N`` the parent serves /indexnow, so the buckets and the key
-cache are one per machine; several daemons of a fleet each keep theirs (a key is then
-fetched at most once per interval by each).
+cache are one per machine; several daemons of a fleet each keep theirs.
 """
 
 from __future__ import annotations
@@ -34,7 +29,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -62,12 +57,13 @@ from crawler.core.indexnow import (
 )
 from crawler.core.model import UrlRecord
 from crawler.core.patterns import UrlFilter, global_filter, partition
-from crawler.daemon.hosthold import LEASE_POLL_SECONDS, LEASE_SECONDS, HostHold
+from crawler.daemon.hosthold import HostHold, wait_for_lease
 from crawler.db import frontier
 from crawler.db.connect import create_pool
 from crawler.db.errors import DB_ERRORS
-from crawler.db.hostlease import known_host, lease_host
+from crawler.db.hostlease import known_host
 from crawler.db.pings import take_ping
+from crawler.metrics import PingMetrics
 from crawler.net.fetch import fetch, new_session
 from crawler.net.ssrf import AddressPolicy
 from crawler.settings import Settings
@@ -96,16 +92,6 @@ KEY_RESULTS = ("valid", "invalid", "failed")
 CHECK_ERRORS: tuple[type[BaseException], ...] = (*DB_ERRORS, RuntimeError)
 
 
-class PingEvents(Protocol):
-    """What the receiver reports (``crawler.metrics.PingMetrics``)."""
-
-    def start(self, outcomes: Sequence[str], results: Sequence[str]) -> None: ...
-
-    def ping_answered(self, outcome: str) -> None: ...
-
-    def key_fetched(self, result: str) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class Answer:
     """What a ping is answered: its outcome (``OUTCOME_STATUS``), a line saying why, and for
@@ -131,10 +117,10 @@ UNAVAILABLE = Answer("unavailable", "the receiver cannot answer now; ping again 
 
 
 class IndexNowReceiver:
-    """Serves /indexnow (``crawler.daemon.http.PingRoutes``). ``start`` before the first
-    ping, ``close`` at shutdown; a ping meanwhile is answered 503."""
+    """Serves /indexnow (``crawler.daemon.http``). ``start`` before the first ping, ``close``
+    at shutdown; a ping meanwhile is answered 503."""
 
-    def __init__(self, settings: Settings, events: PingEvents, *,
+    def __init__(self, settings: Settings, events: PingMetrics, *,
                  clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.events = events
@@ -165,11 +151,9 @@ class IndexNowReceiver:
         database away at start-up costs pings a 503, not the daemon its start."""
         self.database_url = database_url
         try:
-            self.session = new_session(
-                self.settings.user_agent,
-                address_policy=AddressPolicy(self.settings.allow_networks),
-                ca_bundle=self.settings.ca_bundle,
-            )
+            self.session = new_session(self.settings.user_agent,
+                                       address_policy=AddressPolicy(self.settings.allow_networks),
+                                       ca_bundle=self.settings.ca_bundle)
         except ValueError as error:  # an unreadable CRAWLER_CA_BUNDLE: the fetch processes
             # stop at start-up naming it; pings meanwhile are answered 503
             log.error("IndexNow pings not taken: %s", error)
@@ -187,8 +171,6 @@ class IndexNowReceiver:
             await pool.close()
         if self.session is not None:
             await self.session.close()
-
-    # --- HTTP ---------------------------------------------------------------------------
 
     async def get(self, request: web.Request) -> web.Response:
         query = request.query
@@ -210,8 +192,6 @@ class IndexNowReceiver:
         headers = ({"Retry-After": str(max(1, math.ceil(answer.retry_after)))}
                    if answer.retry_after is not None else None)
         return web.Response(status=answer.status, text=answer.reason + "\n", headers=headers)
-
-    # --- a ping -------------------------------------------------------------------------
 
     async def receive(self, ping: Ping) -> Answer:
         """A well-formed ping, through the bucket, the host and the key, to its URLs."""
@@ -286,8 +266,6 @@ class IndexNowReceiver:
         task.add_done_callback(self.tasks.discard)
         return task
 
-    # --- the key ------------------------------------------------------------------------
-
     def start_check(self, origin: str, host_id: int, key: str, key_url: str) -> asyncio.Task[bool]:
         self.keys[origin] = key_check_started(self.keys.get(origin), self.clock())
         task: asyncio.Task[bool] = self.spawn(self.check_key(origin, host_id, key, key_url))
@@ -322,9 +300,11 @@ class IndexNowReceiver:
         pool = await self.database()
         assert self.session is not None
         async with pool.acquire() as conn:
-            hold = await self.lease(conn, host_id, origin)
-            if hold is None:
+            row = await wait_for_lease(conn, host_id, self.owner, LEASE_WAIT_SECONDS)
+            if row is None:
                 return "failed", f"{origin} stayed leased for {LEASE_WAIT_SECONDS:g} s"
+            hold = HostHold(conn, self.owner, host_id, origin, row["lease_epoch"], row,
+                            self.settings)
             try:
                 if hold.refused is not None:
                     return "failed", f"{origin} is {hold.refused}"
@@ -349,27 +329,12 @@ class IndexNowReceiver:
         return "invalid", f"answered {fetched.status}" + (
             " without the key" if fetched.outcome == model.OK else "")
 
-    async def lease(self, conn: asyncpg.Connection, host_id: int,
-                    origin: str) -> HostHold | None:
-        """The host's lease, waited for while a daemon holds it, at most LEASE_WAIT_SECONDS."""
-        deadline = time.monotonic() + LEASE_WAIT_SECONDS
-        while True:
-            row = await lease_host(conn, host_id, self.owner, LEASE_SECONDS)
-            if row is not None:
-                return HostHold(conn, self.owner, host_id, origin, row["lease_epoch"], row,
-                                self.settings)
-            if time.monotonic() >= deadline:
-                return None
-            await asyncio.sleep(LEASE_POLL_SECONDS)
-
     async def take_when_verified(self, task: asyncio.Task[bool], ping: Ping) -> None:
         """A ping answered 202: its URLs are taken once the key is confirmed."""
         if not await task or self.closed:
             return
         answer = await self.take_urls(ping)
         log.info("IndexNow ping for %s, answered 202: %s", ping.host, answer.reason)
-
-    # --- the URLs -----------------------------------------------------------------------
 
     async def take_urls(self, ping: Ping) -> Answer:
         """The effect of a ping whose key is valid (``take_pinged``)."""
@@ -389,9 +354,8 @@ class IndexNowReceiver:
                       f"({added} new){rest}")
 
 
-async def take_pinged(
-    pool: asyncpg.Pool, urls: Sequence[str], url_filter: UrlFilter, due: float
-) -> tuple[int, int]:
+async def take_pinged(pool: asyncpg.Pool, urls: Sequence[str], url_filter: UrlFilter,
+                      due: float) -> tuple[int, int]:
     """Pinged URLs of known hosts: the new ones the global patterns pass seeded (as `crawler
     seed` would), then every one known due at ``due`` (if not sooner) with a hint in
     ``url_hints``, and its host due by then too (``crawler.db.pings.take_ping``). Returns how

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import math
 import multiprocessing
@@ -49,6 +48,7 @@ from crawler.core.stored_plan import (
     settings_moved,
     solved_for,
 )
+from crawler.daemon.signals import die_with_parent
 from crawler.db.errors import DB_ERRORS, raise_if_cancelling, retried_later
 from crawler.db.frontier import refresh_hosts
 from crawler.db.hints import observed_mu
@@ -70,7 +70,6 @@ log = logging.getLogger(__name__)
 
 # The planner process yields the CPU to the fetch loop when both want it.
 PLANNER_NICENESS = 10
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # How often the daemon checks that its planner process is still alive.
 PLANNER_WATCH_SECONDS = 1.0
 
@@ -105,19 +104,16 @@ async def solve_once(
         return applied(policy, await latest_plan(pool)), None
     started = time.monotonic()
     settings = policy.settings
-    sample = await read_sample(pool, settings.planner_sample_urls,
-                               rng or np.random.default_rng())
+    sample = await read_sample(pool, settings.planner_sample_urls, rng or np.random.default_rng())
     prior, host_priors = await asyncio.to_thread(fit_priors, sample.histories)
     if sample.host_ids.size == 0:
         return replace(policy, prior=prior, host_priors=host_priors), None
     budget, budget_source = budget_in_force(
-        settings.budget_per_day,
-        round(sample.population),
-        settings.default_interval,
+        settings.budget_per_day, round(sample.population), settings.default_interval,
         await fleet_budget(pool, settings) if settings.budget_per_day is None else 0.0,
     )
     complete_sampled = 0
-    if policy.settings.schedule == "optimal":
+    if settings.schedule == "optimal":
         solved = await asyncio.to_thread(
             solve_sample, sample, prior, host_priors, budget, policy, settings.politeness_delay
         )
@@ -136,28 +132,22 @@ async def solve_once(
         freshness, currency = uniform_estimates(sample, prior, host_priors, policy)
     solve_seconds = time.monotonic() - started
     achieved = await achieved_per_day(pool, window_seconds)
+    sampled = int(sample.host_ids.size)
     plan = await store_plan(pool, Plan(
         solved_for=solved_for(policy, settings.budget_per_day),
         budget_per_day=budget,
         budget_source=(
             BUDGET_FROM_SETTING if budget_source == BUDGET_CONFIGURED else BUDGET_FROM_DEFAULT
         ),
-        mu=mu,
-        prior=prior,
-        host_priors=host_priors,
-        estimated_freshness=freshness,
-        estimated_beta_currency=currency,
-        achieved_per_day=achieved,
-        sampled=int(sample.host_ids.size),
-        population=sample.population,
-        solved_by=owner,
-        complete_sampled=complete_sampled,
+        mu=mu, prior=prior, host_priors=host_priors,
+        estimated_freshness=freshness, estimated_beta_currency=currency,
+        achieved_per_day=achieved, sampled=sampled, population=sample.population,
+        solved_by=owner, complete_sampled=complete_sampled,
     ))
     new_policy = applied(policy, plan)
     outcome = PlannerOutcome(
-        mu if mu is not None else math.nan, budget, achieved, freshness, currency,
-        prior, 0, int(sample.host_ids.size), sample.population, solve_seconds,
-        version=plan.version,
+        mu if mu is not None else math.nan, budget, achieved, freshness, currency, prior, 0,
+        sampled, sample.population, solve_seconds, version=plan.version,
     )
     if on_solved is not None:
         on_solved(new_policy, outcome)
@@ -169,13 +159,9 @@ async def solve_once(
     return new_policy, outcome
 
 
-async def run_planner(
-    pool: asyncpg.Pool,
-    policy: SchedulePolicy,
-    solved: Callable[[PlannerOutcome], None],
-    interval_seconds: float,
-    owner: str = "",
-) -> None:
+async def run_planner(pool: asyncpg.Pool, policy: SchedulePolicy,
+                      solved: Callable[[PlannerOutcome], None], interval_seconds: float,
+                      owner: str = "") -> None:
     """Plan now, then every ``interval_seconds`` (skipping rounds another daemon has solved).
 
     The first round solves even if another daemon solved this interval's, when this daemon's
@@ -233,23 +219,17 @@ class PlannerConfig:
 
 
 class PlannerProcess:
-    """``run_planner`` in a process of its own, at a lower CPU priority than the daemon.
-
-    A thread would share the interpreter lock with the fetch loop, which on a busy machine
-    loses a large part of its fetch rate during a round. The plan it solves goes to
-    the database, where every fetch process reads it; the process sends each outcome over a
-    pipe for this daemon's metrics. It ends when told to, or when the pipe closes because the
-    daemon is gone.
-    """
+    """``run_planner`` in a process of its own, at a lower CPU priority than the daemon (a
+    thread would share the interpreter lock with the fetch loop). The plan goes to the
+    database; each outcome comes back over a pipe for this daemon's metrics. It ends when told
+    to, or when the pipe closes because the daemon is gone."""
 
     def __init__(self, config: PlannerConfig, events: Events) -> None:
-        self._config = config
         self._events = events
         context = multiprocessing.get_context("spawn")
-        self._conn, child_conn = context.Pipe()
-        self._child_conn = child_conn
+        self._conn, self._child_conn = context.Pipe()
         self._process = context.Process(
-            target=planner_process_main, args=(config, child_conn), name="crawler-planner",
+            target=planner_process_main, args=(config, self._child_conn), name="crawler-planner",
             daemon=True,
         )
 
@@ -300,35 +280,23 @@ async def supervised_planner(config: PlannerConfig, events: Events) -> None:
 
 def report_outcome(events: Events, outcome: PlannerOutcome) -> None:
     events.plan_solved(
-        mu=outcome.mu,
-        budget_per_day=outcome.budget_per_day,
+        mu=outcome.mu, budget_per_day=outcome.budget_per_day,
         achieved_fetch_rate_per_day=outcome.achieved_per_day,
-        prior_shape=outcome.prior.shape,
-        prior_mean_rate_per_day=outcome.prior.mean_rate_per_day,
+        prior_shape=outcome.prior.shape, prior_mean_rate_per_day=outcome.prior.mean_rate_per_day,
     )
-    events.collection_estimated(
-        freshness=outcome.estimated_freshness,
-        beta_currency=outcome.estimated_beta_currency,
-    )
+    events.collection_estimated(freshness=outcome.estimated_freshness,
+                                beta_currency=outcome.estimated_beta_currency)
 
 
 def planner_process_main(config: PlannerConfig, conn: Connection) -> None:
-    """Entry point of the planner process."""
     configure(config.log_level, json_lines=config.log_json)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the daemon's to handle
-    _die_with_daemon()
+    # The pipe's end stops the planner too, but only between statements, not mid-solve.
+    die_with_parent()
     with contextlib.suppress(OSError):
         os.nice(PLANNER_NICENESS)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_planner_process(config, conn))
-
-
-def _die_with_daemon() -> None:
-    """SIGTERM when the daemon dies, even by SIGKILL (Linux prctl). The pipe's end stops the
-    planner too, but only between statements, not in the middle of a solve."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 async def _planner_process(config: PlannerConfig, conn: Connection) -> None:
@@ -360,9 +328,7 @@ async def _planner_process(config: PlannerConfig, conn: Connection) -> None:
                 raise_if_cancelling()
                 log.warning("planner: database unavailable (%s); retrying", exc)
                 await asyncio.sleep(1.0)
-        await run_planner(
-            pool, config.policy, solved, config.interval_seconds, config.owner
-        )
+        await run_planner(pool, config.policy, solved, config.interval_seconds, config.owner)
     except asyncio.CancelledError:
         pass
     finally:

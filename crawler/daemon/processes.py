@@ -1,19 +1,18 @@
 """``crawler run --processes N``: N fetch processes on one machine, one /metrics, one planner.
 
 Every child is an ordinary daemon (``run_daemon``): children share the frontier through
-PostgreSQL's host leases exactly as daemons on separate machines do, so politeness (one request
-in flight per host, the delay between requests) holds across them with no extra coordination.
-Parsing and fingerprinting stay on each child's event loop: with one child per core every core
-already parses, and a thread pool would not help (lexbor and the simhash vote hold the GIL).
+PostgreSQL's host leases exactly as daemons on separate machines do, so politeness holds
+across them with no extra coordination. Parsing stays on each child's event loop: with one
+child per core every core already parses (lexbor and the simhash vote hold the GIL, so a
+thread pool would not help).
 
 Children are forked once everything is imported, before any event loop or thread exists:
-they start at once (a fresh interpreter spends seconds importing on a loaded machine) and share
-the parent's code pages. The parent does only what must happen once per machine:
+they start at once and share the parent's code pages. The parent does only what must happen
+once per machine:
 
 - resolves the database once (starting the embedded server if needed) for all children;
-- owns ``PROMETHEUS_MULTIPROC_DIR`` (a temporary directory it creates and removes) and serves
-  the one /metrics endpoint, aggregated over the children by prometheus-client's multiprocess
-  mode;
+- owns ``PROMETHEUS_MULTIPROC_DIR`` (a temporary directory) and serves the one /metrics,
+  aggregated over the children by prometheus-client's multiprocess mode;
 - lets only child 0 run the planner, the frontier sampler (whole-table queries, once) and the
   webhook delivery (the outbox is read without locks: one reader per machine);
 - forwards SIGTERM/SIGINT to the children and returns 0 once they have drained;
@@ -25,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import math
 import os
@@ -49,8 +47,8 @@ from crawler.daemon import heap
 from crawler.daemon.http import make_app
 from crawler.daemon.indexnow import IndexNowReceiver
 from crawler.daemon.logstats import log_stats
-from crawler.daemon.run import StartupError, run_daemon
-from crawler.daemon.signals import process_shutdown
+from crawler.daemon.run import metrics_port_error, run_daemon
+from crawler.daemon.signals import die_with_parent, process_shutdown
 from crawler.metrics import PingMetrics
 from crawler.settings import Settings
 
@@ -58,13 +56,10 @@ log = logging.getLogger(__name__)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CHILD_STOP_SECONDS_EXTRA = 30.0  # on top of shutdown_grace, before a child is killed
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # A child stopped by the forwarded signal before its handlers were installed ends by that
 # signal; it held no lease yet, so that is a clean stop too.
 CLEAN_EXITS = frozenset({0, -signal.SIGTERM, -signal.SIGINT})
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 
 
@@ -91,24 +86,12 @@ def default_processes() -> int:
     try:
         quota = cpu_quota(CGROUP_CPU_MAX.read_text())
     except OSError:
-        quota = None
+        return cpus
     return max(1, min(cpus, quota) if quota is not None else cpus)
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """SIGTERM when the parent dies, even by SIGKILL (Linux prctl), so no fetch process
-    outlives its supervisor."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _fork_child(
-    index: int, settings: Settings, url: str, metrics_dir: str, duration: float | None,
-    metrics_socket: socket.socket,
-) -> int:
+def _fork_child(index: int, settings: Settings, url: str, metrics_dir: str,
+                duration: float | None, metrics_socket: socket.socket) -> int:
     """Fork one fetch process; returns its pid in the parent, never returns in the child."""
     parent = os.getpid()
     pid = os.fork()
@@ -125,7 +108,9 @@ def _fork_child(
         # Its own session: a terminal's Ctrl-C reaches only the parent, which forwards it once
         # (else every child would see it twice and skip its grace period).
         os.setsid()
-        _die_with_parent(parent)
+        die_with_parent()  # no fetch process outlives its supervisor
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
         os.environ[MULTIPROC_ENV] = metrics_dir
         from prometheus_client import values
 
@@ -162,16 +147,11 @@ def bind_metrics(settings: Settings) -> socket.socket:
         return socket.create_server((settings.metrics_host, settings.metrics_port))
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise StartupError(
-            f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port} "
-            f"({reason}); set CRAWLER_METRICS_PORT to a free port, or to 0 for "
-            "any free port (one per daemon on a machine)"
-        ) from None
+        raise metrics_port_error(settings, reason) from None
 
 
-def run_processes(
-    settings: Settings, url: str, processes: int, *, duration: float | None = None
-) -> int:
+def run_processes(settings: Settings, url: str, processes: int, *,
+                  duration: float | None = None) -> int:
     """Run ``processes`` children until a signal (or ``duration``); see the module docstring.
 
     Synchronous on purpose: children are forked before any event loop or thread exists.
@@ -193,19 +173,16 @@ def run_processes(
         sys.stderr.flush()
         # Blocked across the forks: a child starts with the parent's handler, which only
         # appends to the parent's ``early``; a stop forwarded before the child replaced it
-        # would be swallowed, and the child would run until killed (seen under load).
+        # would be swallowed, and the child would run until killed.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         heap.settle()  # what the children share, frozen before they copy it (daemon.heap)
         try:
-            pids = [
-                _fork_child(index, settings, url, metrics_dir, duration, metrics_socket)
-                for index in range(processes)
-            ]
+            pids = [_fork_child(index, settings, url, metrics_dir, duration, metrics_socket)
+                    for index in range(processes)]
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         code: int = uvloop.run(
-            _supervise(settings, pids, metrics_dir, duration, early, metrics_socket, url)
-        )
+            _supervise(settings, pids, metrics_dir, duration, early, metrics_socket, url))
         return code
     finally:
         metrics_socket.close()
@@ -230,16 +207,9 @@ class _Child:
                 os.kill(self.pid, sig)
 
 
-async def _supervise(
-    settings: Settings,
-    pids: list[int],
-    metrics_dir: str,
-    duration: float | None,
-    early: list[signal.Signals],
-    metrics_socket: socket.socket,
-    url: str,
-) -> int:
-    processes = len(pids)
+async def _supervise(settings: Settings, pids: list[int], metrics_dir: str,
+                     duration: float | None, early: list[signal.Signals],
+                     metrics_socket: socket.socket, url: str) -> int:
     children = [_Child(pid) for pid in pids]
     waits = {asyncio.create_task(child.wait()): child for child in children}
 
@@ -258,8 +228,8 @@ async def _supervise(
     await runner.setup()
     await web.SockSite(runner, metrics_socket).start()
     port = metrics_socket.getsockname()[1]
-    log.info("%d fetch processes (pids %s); metrics at http://%s:%d/metrics", processes,
-             ", ".join(str(child.pid) for child in children), settings.metrics_host, port)
+    log.info("%d fetch processes (pids %s); metrics at http://%s:%d/metrics", len(pids),
+             ", ".join(map(str, pids)), settings.metrics_host, port)
 
     stopping = asyncio.Event()
 
@@ -301,11 +271,11 @@ async def _supervise(
                 if not stopping.is_set():
                     log.error("fetch process %d exited with %s unasked; stopping the others",
                               child.pid, child.returncode)
-                    failed = child.returncode if (child.returncode or 0) > 0 else 1
                     stopping.set()
                     _signal_all(children, signal.SIGTERM)
-                elif child.returncode not in CLEAN_EXITS and failed is None:
-                    failed = child.returncode if (child.returncode or 0) > 0 else 1
+                elif child.returncode in CLEAN_EXITS or failed is not None:
+                    continue
+                failed = child.returncode if (child.returncode or 0) > 0 else 1
             if done or not pending:
                 continue
             if kill_at is not None:  # a stuck child must not keep the machine's daemon up
@@ -326,7 +296,7 @@ async def _supervise(
         if pings is not None:
             await pings.close()
         await runner.cleanup()
-    log.info("%d fetch processes stopped after %.0fs", processes, time.monotonic() - started)
+    log.info("%d fetch processes stopped after %.0fs", len(pids), time.monotonic() - started)
     return failed or 0
 
 

@@ -54,16 +54,9 @@ WriteBatch = Callable[[asyncpg.Pool, list[Item]], Awaitable[list[Result | Except
 class Batcher(Generic[Item, Result]):
     """Collects items from many tasks and writes them in batches: see the module's doc."""
 
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        write: WriteBatch[Item, Result],
-        host_of: Callable[[Item], int],
-        *,
-        max_batch: int,
-        linger_seconds: float,
-        max_in_flight: int,
-    ) -> None:
+    def __init__(self, pool: asyncpg.Pool, write: WriteBatch[Item, Result],
+                 host_of: Callable[[Item], int], *, max_batch: int, linger_seconds: float,
+                 max_in_flight: int) -> None:
         self.pool = pool
         self._write_batch = write
         self._host_of = host_of
@@ -160,16 +153,12 @@ class Batcher(Generic[Item, Result]):
         if isinstance(exc, DB_TRANSIENT) or len(batch) == 1:
             # A transient failure rolled the batch back whole: each submitter retries its own
             # item under its own lease.
-            _fail(batch, exc)
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
             return
         for one in batch:  # find the culprit: the others must not fail with it
             await self._write_items([one])
-
-
-def _fail(batch: Sequence[tuple[object, asyncio.Future[Result]]], exc: BaseException) -> None:
-    for _, future in batch:
-        if not future.done():
-            future.set_exception(exc)
 
 
 async def _release_batch(pool: asyncpg.Pool, leases: list[Lease]) -> list[bool | Exception]:
@@ -180,27 +169,20 @@ async def _release_batch(pool: asyncpg.Pool, leases: list[Lease]) -> list[bool |
 class Recorder:
     """A daemon's fetch records and host releases, batched across its host tasks."""
 
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        *,
-        max_batch: int = RECORD_BATCH,
-        linger_seconds: float = RECORD_LINGER_SECONDS,
-        max_in_flight: int = RECORD_IN_FLIGHT,
-        schedule: Callable[[], SchedulePolicy] | None = None,
-    ) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, max_batch: int = RECORD_BATCH,
+                 linger_seconds: float = RECORD_LINGER_SECONDS,
+                 max_in_flight: int = RECORD_IN_FLIGHT,
+                 schedule: Callable[[], SchedulePolicy] | None = None) -> None:
         self.pool = pool
         # The policy fetches are scheduled under, read at each record (the planner replaces
         # it): the longest interval and prior of the tests of the URLs' hints.
         self.schedule = schedule
         self.records: Batcher[BatchItem, bool] = Batcher(
             pool, write_batch, lambda item: item.lease.host_id, max_batch=max_batch,
-            linger_seconds=linger_seconds, max_in_flight=max_in_flight,
-        )
+            linger_seconds=linger_seconds, max_in_flight=max_in_flight)
         self.releases: Batcher[Lease, bool] = Batcher(
             pool, _release_batch, lambda lease: lease.host_id, max_batch=max_batch,
-            linger_seconds=linger_seconds, max_in_flight=max_in_flight,
-        )
+            linger_seconds=linger_seconds, max_in_flight=max_in_flight)
         self.single_writes = 0  # fetches with a seed or a window update, written alone
 
     async def record(

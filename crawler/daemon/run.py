@@ -71,19 +71,14 @@ async def sample_frontier(pool: asyncpg.Pool, metrics: Metrics, settings: Settin
             )
             if figures is not None:
                 metrics.hosts_sampled(figures.hosts_in_backoff, figures.hosts_circuit_open)
-                metrics.frontier_sampled(
-                    figures.urls_by_state,
-                    figures.due_now,
-                    figures.most_overdue_seconds,
-                    figures.hosts_leased,
-                    figures.due_paused,
-                )
+                metrics.frontier_sampled(figures.urls_by_state, figures.due_now,
+                                         figures.most_overdue_seconds, figures.hosts_leased,
+                                         figures.due_paused)
         await asyncio.sleep(SAMPLE_INTERVAL_SECONDS)
 
 
-async def heartbeat(
-    pool: asyncpg.Pool, owner: str, concurrency: int, seconds: float, follower: PlanFollower
-) -> None:
+async def heartbeat(pool: asyncpg.Pool, owner: str, concurrency: int, seconds: float,
+                    follower: PlanFollower) -> None:
     """Side task: this daemon's row in ``daemons``, so the planner counts its capacity, and
     the plan version it schedules under."""
     while True:
@@ -94,6 +89,13 @@ async def heartbeat(
 
 class StartupError(UserError):
     """A start-up failure the operator fixes by a setting: one line, exit 2, no traceback."""
+
+
+def metrics_port_error(settings: Settings, reason: str) -> StartupError:
+    return StartupError(
+        f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port} ({reason}); "
+        "set CRAWLER_METRICS_PORT to a free port, or to 0 for any free port (one per daemon on "
+        "a machine)")
 
 
 DB_CONNECT_TIMEOUT_SECONDS = 10.0
@@ -145,30 +147,20 @@ async def preflight(url: str, shutdown: Shutdown) -> bool:
         shutdown.detach()
 
 
-async def _start_metrics(
-    stack: contextlib.AsyncExitStack, app: web.Application, settings: Settings
-) -> int:
+async def _start_metrics(stack: contextlib.AsyncExitStack, app: web.Application,
+                         settings: Settings) -> int:
     try:
         runner, port = await start_server(app, settings.metrics_host, settings.metrics_port)
     except OSError as exc:
-        raise StartupError(
-            f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port} "
-            f"({exc.strerror or exc}); set CRAWLER_METRICS_PORT to a free port, or to 0 for "
-            "any free port (one per daemon on a machine)"
-        ) from None
+        raise metrics_port_error(settings, exc.strerror or str(exc)) from None
     stack.push_async_callback(runner.cleanup)
     return port
 
 
 async def run_daemon(
-    settings: Settings,
-    url: str,
-    *,
-    duration: float | None = None,
-    metrics: Metrics | None = None,
-    shutdown: Shutdown | None = None,
-    supervised: bool = False,
-    plans: bool = True,
+    settings: Settings, url: str, *, duration: float | None = None,
+    metrics: Metrics | None = None, shutdown: Shutdown | None = None,
+    supervised: bool = False, plans: bool = True,
 ) -> int:
     """Run until a signal (exit 0), ``duration`` (0), a start-up error (2) or a dead fetch
     loop (1). Signals counted before the loop started are honoured at once.
@@ -180,8 +172,7 @@ async def run_daemon(
     try:
         async with contextlib.AsyncExitStack() as stack:
             start = asyncio.create_task(
-                _start(stack, settings, url, metrics or Metrics(), supervised, plans)
-            )
+                _start(stack, settings, url, metrics or Metrics(), supervised, plans))
             if not await _unless_stopped(start, shutdown):
                 log.info("stopped during start-up")
                 return 0
@@ -197,14 +188,8 @@ async def run_daemon(
         shutdown.detach()
 
 
-async def _start(
-    stack: contextlib.AsyncExitStack,
-    settings: Settings,
-    url: str,
-    metrics: Metrics,
-    supervised: bool,
-    plans: bool,
-) -> Daemon | None:
+async def _start(stack: contextlib.AsyncExitStack, settings: Settings, url: str,
+                 metrics: Metrics, supervised: bool, plans: bool) -> Daemon | None:
     """Everything that must work before fetching; what it opens, ``stack`` closes."""
     head = migrate.head_revision()
     problem = migrate.revision_problem(await _check_database(url), describe(url))
@@ -224,13 +209,9 @@ async def _start(
             pings = IndexNowReceiver(settings, metrics.pings)
         port = await _start_metrics(stack, make_app(metrics.registry, ready, pings), settings)
     try:
-        session = new_session(
-            settings.user_agent,
-            settings,
-            address_policy=AddressPolicy(settings.allow_networks),
-            lease_keep_alive=settings.keep_alive,
-            ca_bundle=settings.ca_bundle,
-        )
+        session = new_session(settings.user_agent, settings,
+                              address_policy=AddressPolicy(settings.allow_networks),
+                              lease_keep_alive=settings.keep_alive, ca_bundle=settings.ca_bundle)
     except ValueError as exc:  # e.g. an unreadable CRAWLER_CA_BUNDLE
         raise StartupError(str(exc)) from None
     stack.push_async_callback(session.close)
@@ -274,9 +255,9 @@ async def _start(
     started.append(daemon)
     if port is None:
         log.info("daemon %s on %s (fetch process of a --processes set)", owner, describe(url))
-        return daemon
-    log.info("daemon %s on %s; metrics at http://%s:%d/metrics",
-             owner, describe(url), settings.metrics_host, port)
+    else:
+        log.info("daemon %s on %s; metrics at http://%s:%d/metrics",
+                 owner, describe(url), settings.metrics_host, port)
     return daemon
 
 
@@ -322,17 +303,12 @@ class Daemon:
                 self.pool, retention_days=settings.observation_retention_days,
                 keep_undelivered=bool(settings.webhook_url), pgbouncer=settings.pgbouncer,
             ), required=False))
-        if self.plans:  # one reader per machine; claims keep a fleet's readers apart
+            # One reader per machine; claims keep a fleet's readers apart.
             tasks.append(SideTask("sitemap reader", self._read_sitemaps, required=False))
-        if self.plans:  # in the uniform mode too: a new interval reschedules the population
-            config = PlannerConfig(
-                self.url,
-                self.follower.settings_policy,
-                settings.planner_interval,
-                settings.log_level,
-                settings.log_json,
-                self.owner,
-            )
+            # In the uniform mode too: a new interval reschedules the population.
+            config = PlannerConfig(self.url, self.follower.settings_policy,
+                                   settings.planner_interval, settings.log_level,
+                                   settings.log_json, self.owner)
             tasks.append(SideTask(
                 "planner", lambda: supervised_planner(config, self.metrics), required=True,
             ))
@@ -343,12 +319,10 @@ class Daemon:
         if settings.webhook_url and self.webhook_session is not None:
             delivery = WebhookDelivery(
                 self.pool, self.webhook_session, settings.webhook_url, self.metrics.collection,
-                owner=self.owner,
-                timeout_seconds=settings.webhook_timeout,
+                owner=self.owner, timeout_seconds=settings.webhook_timeout,
                 max_backoff_seconds=settings.webhook_max_backoff,
                 database_url=self.url,  # its own connection: none taken from fetching
-                secret=settings.webhook_secret,
-                lease_seconds=settings.webhook_lease,
+                secret=settings.webhook_secret, lease_seconds=settings.webhook_lease,
             )
             tasks.append(SideTask("webhook delivery", delivery.run, required=False))
         return tasks
@@ -357,9 +331,8 @@ class Daemon:
         """Sitemaps and feeds read again when due (crawler.daemon.sitemaps), under the plan
         this process follows."""
         assert self.session is not None
-        follower = self.follower
         await SitemapKeeper(self.pool, self.session, self.settings, self.metrics, self.owner,
-                            lambda: follower.schedule).run()
+                            lambda: self.follower.schedule).run()
 
     async def ready(self) -> tuple[bool, str]:
         store = self.collection.store
@@ -383,12 +356,9 @@ class Daemon:
 
     async def serve(self, shutdown: Shutdown, duration: float | None) -> int:
         assert self.session is not None
-        follower = self.follower
+        alerts = Alerts(self.pool, self.settings.alert_after_failures, self.metrics.collection)
         worker = Worker(self.settings, self.owner, self.pool, self.session, self.metrics,
-                        self.collection,
-                        alerts=Alerts(self.pool, self.settings.alert_after_failures,
-                                      self.metrics.collection),
-                        schedule=lambda: follower.schedule)
+                        self.collection, alerts=alerts, schedule=lambda: self.follower.schedule)
         self.supervisor.start()
         self.loop_task = loop_task = asyncio.create_task(worker.run())
         started = time.monotonic()
@@ -438,9 +408,7 @@ async def _release_leases(pool: asyncpg.Pool, owner: str) -> int:
     return 0
 
 
-async def _drain(
-    tasks: set[asyncio.Task[None]], hurry: asyncio.Task[bool], grace: float
-) -> None:
+async def _drain(tasks: set[asyncio.Task[None]], hurry: asyncio.Task[bool], grace: float) -> None:
     """Wait for in-flight hosts up to ``grace`` seconds (or a second signal), then cancel."""
     deadline = time.monotonic() + grace
     pending = set(tasks)
@@ -448,9 +416,8 @@ async def _drain(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        await asyncio.wait(
-            [*pending, hurry], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-        )
+        await asyncio.wait([*pending, hurry], timeout=remaining,
+                           return_when=asyncio.FIRST_COMPLETED)
         pending = {t for t in pending if not t.done()}
     for task in pending:
         task.cancel()

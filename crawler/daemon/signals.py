@@ -10,10 +10,20 @@ drain; the second for skipping the grace period.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import signal
 from types import FrameType
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """SIGTERM when the parent process dies, even by SIGKILL (Linux prctl)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class Shutdown:
@@ -28,10 +38,8 @@ class Shutdown:
     def install(self) -> Shutdown:
         """Count signals from now on (call before anything that can block).
 
-        Both handlers go in with the signals blocked: a SIGINT between the two would meet
-        the handler it had before (Python's, raising KeyboardInterrupt) while SIGTERM is
-        already counted, which is how a signal test saw a daemon exit 1 on a loaded machine.
-        Blocked, it waits for the new handler."""
+        Both handlers go in with the signals blocked: else a SIGINT between the two would meet
+        Python's handler (KeyboardInterrupt, exit 1) while SIGTERM is already counted."""
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
             for sig in SIGNALS:
@@ -42,9 +50,8 @@ class Shutdown:
 
     def _on_signal_frame(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake)
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake)
 
     def _on_signal(self) -> None:
         self.count += 1
@@ -62,12 +69,11 @@ class Shutdown:
 
     def attach(self) -> None:
         """Hand the signals to the running loop; signals already counted take effect now."""
-        loop = asyncio.get_running_loop()
         self.stop = asyncio.Event()
         self.hurry = asyncio.Event()
-        self._loop = loop
+        self._loop = asyncio.get_running_loop()
         for sig in SIGNALS:
-            loop.add_signal_handler(sig, self._on_signal)
+            self._loop.add_signal_handler(sig, self._on_signal)
         self._wake()
 
     def detach(self, loop: asyncio.AbstractEventLoop | None = None) -> None:

@@ -1,28 +1,22 @@
 """Side task: read sitemaps and feeds again on their own schedule (issue 37, "keeping up").
 
-Every row of ``sitemaps`` has a next read time (``crawler.core.sitemap_schedule``: a file is
-a page whose change rate is estimated). The reader claims due files (``db.claim_due``:
-their next read time moves a claim's length ahead, under a new fencing epoch, so two daemons
-never read one file at once and a reader whose claim ran out writes nothing), groups them by
-host, and reads each host's under the host's lease, taken exactly as the seeder takes it
-(``crawler.db.hostlease``: no daemon sends the host a request while it is held, and a host a
-daemon holds is waited for, then tried again later). Under the lease, a file is fetched like
-a page: after the host's politeness clock and backoff, through robots.txt (fetched and stored
-when stale) and the address policy, conditionally (its ETag and Last-Modified; a 304 is an
-unchanged file), each request moving the politeness clock by the host's delay.
+Every row of ``sitemaps`` has a next read time (``crawler.core.sitemap_schedule``). The reader
+claims due files (``db.claim_due``: under a new fencing epoch, so two daemons never read one
+file at once and a reader whose claim ran out writes nothing), groups them by host, and reads
+each host's under the host's lease (``crawler.db.hostlease``, as the seeder takes it). Under
+the lease, a file is fetched like a page: after the host's politeness clock and backoff,
+through robots.txt and the address policy, conditionally (a 304 is an unchanged file), each
+request moving the politeness clock by the host's delay.
 
 A file whose listing changed (``listing_digest``) is compared with what it listed before
-(``crawler.db.sitemaps.apply_listing``): new URLs join the collection, URLs it no longer
-lists that no other sitemap of their host lists are flagged unlisted, and the dates it claims
-are stored as hints. An index's new files join as sitemaps of their own, due at once; those
-it no longer names are forgotten with what they listed. Each read counts in the fetch
-metrics with its own kind (``sitemap`` or ``feed``).
+(``crawler.db.sitemaps.apply_listing``): new URLs join the collection, URLs no sitemap of
+their host lists any more are flagged unlisted, and the dates it claims are stored as hints.
+An index's new files join as sitemaps of their own, due at once; those it no longer names are
+forgotten with what they listed. The feeds pages announce join as sitemaps of their host
+(``crawler.db.sitemaps.page_feeds``) and are read here like the others.
 
 One process per machine runs the reader (the one that runs the planner); the claims make
 any number of machines safe.
-
-The feeds pages announce join as sitemaps of their host (``crawler.db.sitemaps.page_feeds``,
-in each fetch's transaction) and are read here like the others.
 """
 
 from __future__ import annotations
@@ -61,12 +55,12 @@ from crawler.core.sitemaps import (
     location_allows,
     location_prefixes,
 )
-from crawler.daemon.hosthold import LEASE_SECONDS, HostHold
+from crawler.daemon.hosthold import LEASE_SECONDS, HostHold, wait_for_lease
 from crawler.db import frontier
 from crawler.db import sitemaps as db
 from crawler.db.errors import retried_later
 from crawler.db.frontier import Lease
-from crawler.db.hostlease import LeasedHost, hold_host, lease_host
+from crawler.db.hostlease import hold_host
 from crawler.metrics import Events
 from crawler.net.fetch import fetch_robots
 from crawler.net.session import host_session
@@ -131,15 +125,8 @@ def _accepted(
 class SitemapKeeper:
     """Reads due sitemaps and feeds, one host lease at a time per host, until cancelled."""
 
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        session: aiohttp.ClientSession,
-        settings: Settings,
-        events: Events,
-        owner: str,
-        policy: Callable[[], SchedulePolicy],
-    ) -> None:
+    def __init__(self, pool: asyncpg.Pool, session: aiohttp.ClientSession, settings: Settings,
+                 events: Events, owner: str, policy: Callable[[], SchedulePolicy]) -> None:
         self.pool = pool
         self.session = session
         self.settings = settings
@@ -161,9 +148,7 @@ class SitemapKeeper:
         rows = await db.claim_due(self.pool, CLAIM_BATCH, CLAIM_SECONDS)
         if not rows:
             due = await db.next_due(self.pool)
-            if due is None:
-                return IDLE_SECONDS
-            return min(IDLE_SECONDS, max(0.05, due - time.time()))
+            return IDLE_SECONDS if due is None else min(IDLE_SECONDS, max(0.05, due - time.time()))
         by_host: dict[int, list[db.SitemapRow]] = defaultdict(list)
         for row in rows:
             by_host[row.host_id].append(row)
@@ -183,7 +168,8 @@ class SitemapKeeper:
     async def read_host(self, rows: list[db.SitemapRow]) -> None:
         """Read one host's due files under its lease (waited for a while if another holds
         it); files not read are postponed."""
-        leased = await self._lease(rows[0].host_id)
+        leased = await wait_for_lease(self.pool, rows[0].host_id, self.owner, HOST_WAIT_SECONDS,
+                                      HOST_POLL_SECONDS)
         if leased is None:
             await self._postpone(self.pool, rows, time.time() + BUSY_RETRY_SECONDS)
             return
@@ -202,16 +188,6 @@ class SitemapKeeper:
         with contextlib.suppress(Exception):
             await hold_host(self.pool, hold.host, hold.owner, hold.epoch, hold.next_request,
                             LEASE_SECONDS, True)
-
-    async def _lease(self, key: int) -> LeasedHost | None:
-        """The host's lease (its row), asked for again while another process holds it, up
-        to ``HOST_WAIT_SECONDS``; None after that."""
-        deadline = time.monotonic() + HOST_WAIT_SECONDS
-        while True:
-            row = await lease_host(self.pool, key, self.owner, LEASE_SECONDS)
-            if row is not None or time.monotonic() >= deadline:
-                return row
-            await asyncio.sleep(HOST_POLL_SECONDS)
 
     async def _postpone(self, conn: asyncpg.Connection | asyncpg.Pool,
                         rows: list[db.SitemapRow], at: float) -> None:
@@ -274,8 +250,8 @@ class SitemapKeeper:
                                       last_modified=row.state.last_modified)
         finally:
             await hold.sent()
-        self.events.fetch_completed(_observation(read), fetch_kind(read.kind or row.kind,
-                                                                   row.source))
+        self.events.fetch_completed(_observation(read),
+                                    fetch_kind(read.kind or row.kind, row.source))
         await self.apply(row, read)
 
     async def apply(self, row: db.SitemapRow, read: SitemapRead) -> None:
@@ -311,8 +287,7 @@ class SitemapKeeper:
         vouching = row.vouching_origin
         children = [e.url for e in read.entries
                     if e.url != row.url and location_allows(row.url, e.url, vouching)]
-        rejected = sum(1 for e in read.entries
-                       if not location_allows(row.url, e.url, vouching))
+        rejected = sum(1 for e in read.entries if not location_allows(row.url, e.url, vouching))
         counts = {"listed": len(read.entries), "added": 0, "dropped": 0, "rejected": rejected}
         if row.depth >= MAX_INDEX_DEPTH:  # the files it names are not read (the seeder's rule)
             return counts

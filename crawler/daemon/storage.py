@@ -29,13 +29,8 @@ log = logging.getLogger(__name__)
 REFRESH_SECONDS = 10.0
 
 
-async def watch_storage(
-    store: DurableStore,
-    pool: asyncpg.Pool,
-    owner: str,
-    metrics: CollectionMetrics | None,
-    interval: float = PROBE_SECONDS,
-) -> None:
+async def watch_storage(store: DurableStore, pool: asyncpg.Pool, owner: str,
+                        metrics: CollectionMetrics | None) -> None:
     health = store.health
     if metrics is not None:  # the metrics at once, the status row at the next probe
         health.listeners.append(
@@ -55,12 +50,11 @@ async def watch_storage(
             with retried_later("publishing the storage state", log):
                 await fleet.set_storage_fault(pool, owner, health.describe())
                 published, published_at = changes, now
-        await asyncio.sleep(interval)
+        await asyncio.sleep(PROBE_SECONDS)
 
 
-async def _mark_unreadable(
-    store: DurableStore, pool: asyncpg.Pool, metrics: CollectionMetrics | None
-) -> None:
+async def _mark_unreadable(store: DurableStore, pool: asyncpg.Pool,
+                           metrics: CollectionMetrics | None) -> None:
     """Mark the records the fetch path found unreadable (``WarcStore.note_unreadable``)."""
     found: list[tuple[str, int, str]] | None = getattr(store.store, "unreadable", None)
     while found:
@@ -78,18 +72,15 @@ async def _mark_unreadable(
         break  # the database is away: tried again at the next probe
 
 
-async def mark_recovered_damage(
-    pool: asyncpg.Pool, root: Path, recovered: Sequence[Recovered]
-) -> None:
+async def mark_recovered_damage(pool: asyncpg.Pool, root: Path,
+                                recovered: Sequence[Recovered]) -> None:
     """At start: the index rows of files a crashed writer left damaged mid-file (complete
     records after the damage, so nothing was cut) checked and the damaged ones marked."""
     for one in recovered:
         if one.damaged_at is None:
             continue
         async with pool.acquire() as conn:
-            found = await verify_collection(
-                conn, root, repair=True, file=one.name,
-                report=lambda line: log.error("%s", line),
-            )
+            found = await verify_collection(conn, root, repair=True, file=one.name,
+                                            report=lambda line: log.error("%s", line))
         log.error("%s: %d of its %d indexed records damaged and marked (crawler verify)",
                   one.name, found.damaged_rows, found.rows)

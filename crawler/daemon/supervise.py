@@ -30,13 +30,9 @@ class SideTask:
 class Supervisor:
     """Runs side tasks forever, restarting each one that raises or returns."""
 
-    def __init__(
-        self,
-        tasks: list[SideTask],
-        *,
-        restart_min_seconds: float = RESTART_MIN_SECONDS,
-        restart_max_seconds: float = RESTART_MAX_SECONDS,
-    ) -> None:
+    def __init__(self, tasks: list[SideTask], *,
+                 restart_min_seconds: float = RESTART_MIN_SECONDS,
+                 restart_max_seconds: float = RESTART_MAX_SECONDS) -> None:
         self.tasks = tasks
         self.restart_min_seconds = restart_min_seconds
         self.restart_max_seconds = restart_max_seconds
@@ -45,10 +41,8 @@ class Supervisor:
         self._runners: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._runners = [
-            asyncio.create_task(self._keep(task), name=f"side task {task.name}")
-            for task in self.tasks
-        ]
+        self._runners = [asyncio.create_task(self._keep(task), name=f"side task {task.name}")
+                         for task in self.tasks]
 
     def required_down(self) -> list[str]:
         """Names of required side tasks that are not running now."""

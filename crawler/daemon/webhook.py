@@ -1,34 +1,24 @@
 """Side task: deliver the change-event outbox to ``CRAWLER_WEBHOOK_URL``.
 
-Contract (docs/COLLECTION.md, "Change events"): each event is POSTed as one JSON object; any
-2xx answer delivers it; anything else (another status, a refused connection, a timeout) is
-retried with exponential backoff up to ``max_backoff`` seconds. Events of one URL are delivered
-in outbox order: while an event waits to be retried, the URL's later events wait behind it.
-Delivery is at least once: an event is marked delivered after its 2xx, so a crash in between
-sends it again (receivers dedupe on ``id``, also sent as ``webhook-id``). The target passes the same
-SSRF policy as any fetch.
-
-A webhook starts from now: the first time a URL is configured, the newest event's id is
-recorded as its start (``webhooks``), and only later events, and those a replay queues again
-(``crawler changes --replay-to-webhook``), are sent to it.
-
-With ``CRAWLER_WEBHOOK_SECRET`` each delivery is signed as Standard Webhooks sign them
-(crawler.core.signing): ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature``.
+The contract is docs/COLLECTION.md's ("Change events"): one JSON POST per event, any 2xx
+delivers it, anything else is retried with exponential backoff; one URL's events go in outbox
+order; delivery is at least once (receivers dedupe on ``id``, also sent as ``webhook-id``),
+signed as Standard Webhooks sign them when ``CRAWLER_WEBHOOK_SECRET`` is set. The target passes
+the same SSRF policy as any fetch. A webhook starts from now: only events after the newest one
+when its URL was first configured (``webhooks``), and those a replay queues again, are sent.
 
 One daemon delivers at a time, so that daemons sharing a database do not interleave one URL's
 events: the holder of the delivery lease (``delivery_lease``: owner, expiry by the database's
-clock, fencing epoch). It renews the lease while it delivers; a daemon that stops renewing it
-(crashed, frozen, cut off) loses it when it expires, and another takes it over then. Every
-mark of an event is fenced by the lease token, and the holder sends a request only while its
-lease outlasts the request by the lease's own clock (the monotonic clock keeps counting while a
-process is stopped): a daemon frozen past its lease delays events by at most the lease, and
-after it resumes it marks nothing and sends nothing more before it holds the lease again. An
-event whose request was in flight when the lease moved may arrive twice (at least once).
+clock, fencing epoch), which another daemon takes over once it expires. Every mark of an event
+is fenced by the lease token, and the holder sends a request only while its lease outlasts the
+request by the lease's own clock (the monotonic clock keeps counting while a process is
+stopped): a daemon frozen past its lease delays events by at most the lease, and after it
+resumes it marks and sends nothing before it holds the lease again.
 
 The task reads the outbox on its own connection, outside the daemon's pool when it is given
-the database URL (as the daemon does): a receiver that is down, however long, takes no
-connection from fetching, so fetches never wait for it. Each statement stands alone (no
-session state), so it runs as well behind PgBouncer's transaction pooling.
+the database URL: a receiver that is down, however long, takes no connection from fetching.
+Each statement stands alone (no session state), so it runs behind PgBouncer's transaction
+pooling too.
 """
 
 from __future__ import annotations
@@ -80,19 +70,10 @@ class LeaseGone(Exception):
 
 class WebhookDelivery:
     def __init__(
-        self,
-        pool: asyncpg.Pool,
-        session: aiohttp.ClientSession,
-        url: str,
-        metrics: CollectionMetrics,
-        *,
-        owner: str = "",
-        timeout_seconds: float = 10.0,
-        max_backoff_seconds: float = 3600.0,
-        batch: int = BATCH_EVENTS,
-        database_url: str | None = None,
-        secret: str | None = None,
-        lease_seconds: float = 15.0,
+        self, pool: asyncpg.Pool, session: aiohttp.ClientSession, url: str,
+        metrics: CollectionMetrics, *, owner: str = "", timeout_seconds: float = 10.0,
+        max_backoff_seconds: float = 3600.0, database_url: str | None = None,
+        secret: str | None = None, lease_seconds: float = 15.0,
     ) -> None:
         self.pool = pool
         self.database_url = database_url
@@ -103,7 +84,6 @@ class WebhookDelivery:
         self.timeout_seconds = timeout_seconds
         self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self.max_backoff = max_backoff_seconds
-        self.batch = batch
         self.key = None if secret is None else secret_key(secret)
         self.owner = owner or f"webhook-{id(self):x}"
         self.lease_seconds = lease_seconds
@@ -112,8 +92,6 @@ class WebhookDelivery:
         self.start_id: int | None = None
         self.receiver_down_until = 0.0
         self._down_streak = 0
-
-    # --- the start cursor and the lease -----------------------------------------------------
 
     async def start(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> int:
         """The id this webhook starts after (recorded now when it is new)."""
@@ -169,8 +147,6 @@ class WebhookDelivery:
         epoch, self.epoch = self.epoch, None
         await outbox.release_delivery(self.pool if conn is None else conn, self.owner, epoch)
 
-    # --- delivering -------------------------------------------------------------------------
-
     async def post(self, event_id: int, body: bytes) -> str | None:
         """POST one event; None when a 2xx accepted it, else why not."""
         headers = {"Content-Type": "application/json",
@@ -189,14 +165,18 @@ class WebhookDelivery:
                 return "ssrf"
             return f"unreachable: {type(exc).__name__}"
 
+    async def _started(
+        self, conn: asyncpg.Connection | asyncpg.Pool | None
+    ) -> tuple[asyncpg.Connection | asyncpg.Pool, int]:
+        """The connection to use (the pool when None) and the start cursor, read once."""
+        db = self.pool if conn is None else conn
+        return db, self.start_id if self.start_id is not None else await self.start(db)
+
     async def deliver_round(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> int:
         """One pass over the oldest pending events; the number delivered. Raises LeaseGone
         once the lease is no longer this daemon's."""
-        db = self.pool if conn is None else conn
-        if self.start_id is None:
-            await self.start(db)
-        assert self.start_id is not None
-        rows = await outbox.pending_events(db, self.batch, self.start_id)
+        db, start_id = await self._started(conn)
+        rows = await outbox.pending_events(db, BATCH_EVENTS, start_id)
         now = time.time()
         blocked: set[int] = set()
         delivered = 0
@@ -236,11 +216,8 @@ class WebhookDelivery:
         return delivered
 
     async def sample(self, conn: asyncpg.Connection | asyncpg.Pool | None = None) -> None:
-        db = self.pool if conn is None else conn
-        if self.start_id is None:
-            await self.start(db)
-        assert self.start_id is not None
-        summary = await outbox.outbox_summary(db, self.start_id)
+        db, start_id = await self._started(conn)
+        summary = await outbox.outbox_summary(db, start_id)
         if summary is None:
             return
         self.metrics.events_pending.set(summary.pending)
@@ -261,9 +238,8 @@ class WebhookDelivery:
                     while not conn.is_closed():
                         if await self.take(conn):
                             try:
-                                await self._deliver_while_holding(conn)
-                            except LeaseGone:
-                                pass
+                                with contextlib.suppress(LeaseGone):
+                                    await self._deliver_while_holding(conn)
                             finally:
                                 await self._release_quietly(conn)
                         else:

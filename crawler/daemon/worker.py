@@ -61,7 +61,6 @@ from crawler.store.health import StorageHealth, not_stored_kind
 log = logging.getLogger(__name__)
 
 DB_RETRY_MAX_SECONDS = 30.0
-# How a page is requested (crawler.net.fetch.fetch in the daemon).
 Fetcher = Callable[[aiohttp.ClientSession, UrlRecord, Settings], Awaitable[FetchResult]]
 
 
@@ -91,11 +90,9 @@ class Worker:
     ) -> None:
         self.settings = settings
         self.owner = owner  # the name this daemon holds leases under
-        # Derived from the settings once, for every host and fetch.
         self.robots_token = product_token(settings.user_agent)
         self.url_filter = global_filter(settings.include, settings.exclude)
-        # The plan in force, the only thing that changes while the worker runs (the plan
-        # follower's, crawler.daemon.follow); None: the settings' policy, no plan.
+        # The plan in force (the plan follower's, crawler.daemon.follow); None: the settings'.
         settings_policy = SchedulePolicy(settings)
         self.schedule = schedule if schedule is not None else lambda: settings_policy
         self.alerts = alerts  # failing / recovered / region_missing events; None: none
@@ -108,7 +105,6 @@ class Worker:
         self.host_tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self.fetches_recorded = 0
-        # Many host tasks' fetches, one transaction; the policy in force for their hint tests.
         self.recorder = Recorder(pool, schedule=self.schedule)
 
     def stop(self) -> None:
@@ -132,11 +128,9 @@ class Worker:
                 claim_started = time.perf_counter()
                 claims = await self._with_db_retry(
                     lambda: frontier.claim(
-                        self.pool,
-                        self.owner,
+                        self.pool, self.owner,
                         max_hosts=batch,  # noqa: B023 - awaited before the loop moves on
-                        urls_per_host=cfg.claim_urls_per_host,
-                        lease_seconds=cfg.lease_seconds,
+                        urls_per_host=cfg.claim_urls_per_host, lease_seconds=cfg.lease_seconds,
                     ),
                     until_stop=True,
                 ) or []
@@ -221,7 +215,7 @@ class Worker:
         if gate is None:
             return False
         ctx = HostContext(host.health, gate.delay, gate.next_request_at)
-        last = host.urls[-1] if host.urls else None
+        last = host.urls[-1]
         refusal_noted = False
         for record in host.urls:
             if not gate.policy.allowed(record.url):
@@ -258,16 +252,12 @@ class Worker:
                 return True
             if backoff > 0:
                 break  # 429/503 or repeated failures: leave the host alone for a while
-            ctx = HostContext(
-                HostHealth(update.consecutive_failures, update.backoff_until),
-                gate.delay,
-                update.next_request_at,
-            )
+            ctx = HostContext(HostHealth(update.consecutive_failures, update.backoff_until),
+                              gate.delay, update.next_request_at)
         return False
 
-    async def _robots_gate(
-        self, host: HostClaim, session: aiohttp.ClientSession
-    ) -> HostGate | None:
+    async def _robots_gate(self, host: HostClaim,
+                           session: aiohttp.ClientSession) -> HostGate | None:
         """The host's robots.txt rules (fetched first when stale) and its politeness delay.
 
         None when robots.txt is unreachable: RFC 9309 says complete disallow, so the host
@@ -283,9 +273,8 @@ class Worker:
             if (fetched.outcome == UNREACHABLE
                     and fetched.error_kind not in (None, ErrorKind.SSRF)):
                 await self._note_host_error(host, fetched.error_kind, "robots.txt")
-            new_state = decide_robots(
-                state, fetched, time.time(), cache_seconds=cfg.robots_cache_seconds
-            )
+            new_state = decide_robots(state, fetched, time.time(),
+                                      cache_seconds=cfg.robots_cache_seconds)
         else:
             new_state = state
         policy = RobotsPolicy.from_state(new_state, self.robots_token)
@@ -298,20 +287,17 @@ class Worker:
             changed = rules_changed(state, new_state)
             await self._with_db_retry(lambda: frontier.store_robots(
                 self.pool, host.lease, new_state, crawl_delay, next_request_at,
-                rules_changed=changed,
-            ), lease=host.lease)
+                rules_changed=changed), lease=host.lease)
             before = state.body if state is not None else None
             followed = await self._with_db_retry(lambda: follow_robots(
-                self.pool, host.host_id, host.origin, before, new_state.body,
-            ), lease=host.lease)
+                self.pool, host.host_id, host.origin, before, new_state.body), lease=host.lease)
             if followed:
                 log.info("robots.txt of %s names new sitemaps, read from now on: %s",
                          host.origin, ", ".join(followed))
         if policy.mode == DISALLOW_ALL:
             until = new_state.expires_at
             await self._with_db_retry(
-                lambda: frontier.set_host_backoff(self.pool, host.lease, until), lease=host.lease
-            )
+                lambda: frontier.set_host_backoff(self.pool, host.lease, until), lease=host.lease)
             self.events.host_backoff(until - time.time())
             return None
         return HostGate(policy, delay, next_request_at, new_state.expires_at)
@@ -328,8 +314,7 @@ class Worker:
         if self.alerts is not None:
             alerts = self.alerts
             await self._with_db_retry(lambda: alerts.after_robots(
-                host, failure, fetched.fetched_at, fetched.status
-            ), lease=host.lease)
+                host, failure, fetched.fetched_at, fetched.status), lease=host.lease)
 
     async def _note_refusal(self, host: HostClaim, error_kind: AnyErrorKind | None) -> None:
         """Say once per host, in the log and in ``status``, that the SSRF policy refused it."""
@@ -339,21 +324,12 @@ class Worker:
             reason = ("address refused by the SSRF policy (private, loopback or reserved); "
                       "set CRAWLER_ALLOW_NETWORKS to a CIDR that contains it to crawl it")
         changed = await self._with_db_retry(
-            lambda: frontier.set_host_refused(self.pool, host.lease, reason), lease=host.lease
-        )
+            lambda: frontier.set_host_refused(self.pool, host.lease, reason), lease=host.lease)
         if changed and reason is not None:
             log.warning("%s: %s", host.origin, reason)
 
-    async def _record(
-        self,
-        leased: HostClaim,
-        record: UrlRecord,
-        result: FetchResult,
-        host: HostContext,
-        gate: HostGate,
-        *,
-        release: bool = False,
-    ) -> Transition:
+    async def _record(self, leased: HostClaim, record: UrlRecord, result: FetchResult,
+                      host: HostContext, gate: HostGate, *, release: bool = False) -> Transition:
         """Every path (fetched, forbidden by robots.txt, redirected): one pure transition,
         one transaction that writes it (giving the host back with it when ``release``: the
         lease's last URL), then the metrics.
@@ -371,11 +347,7 @@ class Worker:
                 # exact watching): compare with the previous version under the new rule.
                 record = await self.collection.rebased(record)
             parse_started = time.perf_counter()
-            done = transition(
-                record, result, host, self.schedule(), url_filter=self.url_filter,
-                now=time.time(), rng_value=random.random(),
-                robots_expires_at=gate.robots_expires_at,
-            )
+            done = self._transition(record, result, host, gate)
             if result.body:  # decode, parse, features, simhash and the schedule of one page
                 self.events.stage_completed("parse", time.perf_counter() - parse_started)
             # A stored version's record is on disk before the transaction that indexes it.
@@ -454,11 +426,13 @@ class Worker:
             fetched_at=result.fetched_at, duration_seconds=result.duration_seconds,
             outcome=Outcome.BLOCKED, error_kind=error_kind,
         )
-        return transition(
-            record, failed, host, self.schedule(), url_filter=self.url_filter,
-            now=time.time(), rng_value=random.random(),
-            robots_expires_at=gate.robots_expires_at,
-        )
+        return self._transition(record, failed, host, gate)
+
+    def _transition(self, record: UrlRecord, result: FetchResult, host: HostContext,
+                    gate: HostGate) -> Transition:
+        return transition(record, result, host, self.schedule(), url_filter=self.url_filter,
+                          now=time.time(), rng_value=random.random(),
+                          robots_expires_at=gate.robots_expires_at)
 
     async def _note_host_error(self, host: HostClaim, kind: AnyErrorKind, what: str) -> None:
         """A connection-level failure (TLS, DNS, timeout) named in the log and kept on the
@@ -466,8 +440,7 @@ class Worker:
         log.warning("%s: %s failed: %s", host.origin, what, kind)
         await self._with_db_retry(
             lambda: frontier.note_host_error(self.pool, host.lease, kind, time.time()),
-            lease=host.lease,
-        )
+            lease=host.lease)
 
     async def _release(self, host: HostClaim) -> None:
         """Give the host back, retrying a transient failure while the lease lasts and the
