@@ -1,16 +1,13 @@
 """Content-Encoding decoding with a hard cap on the decoded size.
 
-aiohttp's own decompression cannot be bounded, so the session reads raw bytes
-(``auto_decompress=False``) and bodies are decoded here, incrementally, as they arrive. Every
-stage of a chain (``Content-Encoding: gzip, br`` is undone right to left) stops producing output
-at the cap, so a bomb (10 MB that inflate to 10 GB) costs at most the cap in memory and the
-time to produce it, and no more of it is read from the network.
+aiohttp's own decompression cannot be bounded, so bodies are read raw and decoded here as they
+arrive. Every stage of a chain (``gzip, br`` is undone right to left) stops at the cap, so a
+bomb costs at most the cap in memory and time, and no more of it is read from the network.
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import Protocol
 
 import brotli
 import zstandard
@@ -26,15 +23,17 @@ class UnsupportedEncoding(Exception):
     """A Content-Encoding we cannot decode (e.g. ``compress``)."""
 
 
-class _Stage(Protocol):
+class _Stage:
     def feed(self, data: bytes, limit: int) -> bytes:
         """Decode ``data``; return at most about ``limit`` bytes (the caller stops past it)."""
+        raise NotImplementedError
 
     def finish(self, limit: int) -> bytes:
         """Whatever is still buffered at the end of the input."""
+        return b""
 
 
-class _Zlib:
+class _Zlib(_Stage):
     """gzip (wbits 47 also accepts zlib) and deflate (zlib-wrapped or, as often sent, raw)."""
 
     def __init__(self, encoding: str) -> None:
@@ -80,7 +79,7 @@ class _Zlib:
             raise DecodeError(str(exc)) from exc
 
 
-class _Brotli:
+class _Brotli(_Stage):
     def __init__(self) -> None:
         self.decoder = brotli.Decompressor()
 
@@ -94,9 +93,6 @@ class _Brotli:
         if not self.decoder.can_accept_more_data():
             out += b"\0"  # output pending past the limit
         return out
-
-    def finish(self, limit: int) -> bytes:
-        return b""
 
 
 class _Full(Exception):
@@ -117,7 +113,7 @@ class _Sink:
         return len(data)
 
 
-class _Zstd:
+class _Zstd(_Stage):
     """zstd's streaming decompressor cannot bound its output; its stream writer can, through
     a sink that raises once the limit is passed (output arrives in 64 KiB pieces)."""
 
@@ -138,9 +134,6 @@ class _Zstd:
             raise DecodeError(str(exc)) from exc
         return b"".join(self.sink.chunks)
 
-    def finish(self, limit: int) -> bytes:
-        return b""
-
 
 def _stage(encoding: str) -> _Stage:
     if encoding in ("gzip", "x-gzip"):
@@ -155,11 +148,8 @@ def _stage(encoding: str) -> _Stage:
 
 
 class CappedDecoder:
-    """Undoes a Content-Encoding list, producing at most ``cap`` bytes in total.
-
-    ``feed`` returns decoded bytes; once ``exceeded`` is set the output has been cut at the
-    cap and the caller must stop reading.
-    """
+    """Undoes a Content-Encoding list, producing at most ``cap`` bytes in total; once
+    ``exceeded`` is set the output has been cut at the cap and the caller must stop reading."""
 
     def __init__(self, content_encoding: str | None, cap: int) -> None:
         names = [part.strip().lower() for part in (content_encoding or "").split(",")]

@@ -1,28 +1,22 @@
 """The HTTP edge: one request, bounded in time and size, turned into a ``FetchResult``.
 
-Redirects are followed here, hop by hop (at most ``max_redirects``, http and https only, no
-loops), so that every hop passes the same checks. Each 3xx answer is kept as received (status,
-headers, body under the same caps) in ``FetchResult.redirects``, for the collection to store
-every exchange under the URI that answered it. Every limit a hostile server can push
-against is enforced here and reported as a labelled ``error_kind``:
+Redirects are followed hop by hop (at most ``max_redirects``, http(s) only, no loops), every
+hop through the same checks; each 3xx answer is kept as received in ``FetchResult.redirects``,
+for the collection to store every exchange under the URI that answered it. Every limit a
+hostile server can push against is enforced here and reported as an ``error_kind``:
 
-- time: connect (``timeout_connect``), first byte and every later silence
-  (``timeout_first_byte`` before the headers, ``timeout_read`` in the body) and the whole
-  request including redirects (``timeout_total``, which is what cuts a server trickling a
-  byte every few seconds);
-- size: the body on the wire and after decoding are both capped at ``max_body_bytes``; the
-  page is cut there, flagged ``truncated`` and never read further (``too_large``, or
-  ``decompression_bomb`` when the cut came from an implausible compression ratio);
-- protocol: ``bad_status_line``, ``broken_body`` (Content-Length longer than the body, a
-  chunked body cut mid-stream), ``bad_encoding`` / ``unsupported_encoding``;
-- redirects: ``too_many_redirects``, ``redirect_loop``, ``bad_redirect_scheme`` (file:, data:,
-  javascript: ...);
-- addresses: ``ssrf`` (outcome ``blocked``: refused before connecting, see
-  ``crawler.net.ssrf``), ``url_too_long``, ``bad_url``;
-- TLS (outcome ``network_error``, no body): ``tls_expired``, ``tls_hostname_mismatch``,
-  ``tls_self_signed``, ``tls_untrusted``, ``tls_cert_invalid`` (certificate verification,
-  see ``tls_error_kind``) and ``tls_handshake`` (any other handshake failure). A server that
-  accepts TCP and never finishes the handshake is cut by the connect timeout.
+- time: ``timeout_connect``, ``timeout_first_byte`` (before the headers), ``timeout_read``
+  (any silence in the body) and ``timeout_total`` (the whole request with its redirects: what
+  cuts a server trickling a byte every few seconds);
+- size: the body on the wire and decoded are both capped at ``max_body_bytes``, then cut and
+  flagged ``truncated`` (``too_large``, or ``decompression_bomb`` for an implausible ratio);
+- protocol: ``bad_status_line``, ``broken_body`` (short Content-Length, a chunked body cut),
+  ``bad_encoding`` / ``unsupported_encoding``;
+- redirects: ``too_many_redirects``, ``redirect_loop``, ``bad_redirect_scheme``;
+- addresses: ``ssrf`` (outcome ``blocked``, see ``crawler.net.ssrf``), ``url_too_long``,
+  ``bad_url``;
+- TLS (``network_error``): the certificate check that refused (``tls_error_kind``), or
+  ``tls_handshake``; a handshake that never finishes is cut by the connect timeout.
 
 On a host lease's kept-alive session (``crawler.net.session``) any of these closes the
 connection, so that it never serves another request.
@@ -32,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import ssl
 import time
 from collections.abc import Callable
@@ -88,9 +83,7 @@ def parse_http_date(value: str | None) -> float | None:
         parsed = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if parsed.tzinfo is None:
-        return None
-    return parsed.timestamp()
+    return None if parsed.tzinfo is None else parsed.timestamp()
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
@@ -121,11 +114,9 @@ def conditional_headers(record: UrlRecord) -> dict[str, str]:
 
 
 def canonical_url(url: str, max_length: int = MAX_URL_LENGTH) -> str:
-    """The URL to request: http(s) only, length-capped, numeric IPv4 spellings normalised.
-
-    ``http://0x7f.1/`` becomes ``http://127.0.0.1/`` so that the address check sees the
-    address the name denotes. Raises ``_Refused`` for a URL we will not request.
-    """
+    """The URL to request: http(s) only, length-capped, numeric IPv4 spellings normalised
+    (``http://0x7f.1/`` becomes ``http://127.0.0.1/`` for the address check); ``_Refused``
+    for a URL we will not request."""
     if len(url) > max_length:
         raise _Refused(ErrorKind.URL_TOO_LONG)
     try:
@@ -150,16 +141,6 @@ def canonical_url(url: str, max_length: int = MAX_URL_LENGTH) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _client_timeout(settings: Settings) -> aiohttp.ClientTimeout:
-    # total is enforced by asyncio.timeout around the whole redirect chain, not per hop.
-    return aiohttp.ClientTimeout(
-        total=None,
-        connect=None,
-        sock_connect=settings.connect_timeout,
-        sock_read=settings.first_byte_timeout,
-    )
-
-
 @dataclass(slots=True)
 class _Body:
     data: bytes = b""
@@ -176,10 +157,7 @@ async def _read_body(response: aiohttp.ClientResponse, cap: int, decode: bool) -
     parts: list[bytes] = []
     # The entity as received, kept for the collection when it is not what ``data`` holds.
     wire: list[bytes] | None = [] if decoder is not None and decoder.stages else None
-    while True:
-        chunk = await response.content.readany()
-        if not chunk:
-            break
+    while chunk := await response.content.readany():
         wire_room = cap - body.wire_bytes
         wire_cut = len(chunk) > wire_room
         chunk = chunk[:wire_room]
@@ -216,10 +194,9 @@ async def _read_body(response: aiohttp.ClientResponse, cap: int, decode: bool) -
 
 
 def exchange_fields(response: aiohttp.ClientResponse) -> dict[str, Any]:
-    """The exchange as it went over the wire, for the WARC records: the response's headers as
-    received (``raw_headers``: ``headers`` folds each name to one spelling, ``ETag`` reading
-    ``Etag``; the raw ones keep spelling, order and duplicates), its HTTP version, and the
-    request as sent (aiohttp adds Host, Accept and Accept-Encoding to the headers asked for)."""
+    """The exchange as it went over the wire, for the WARC records: the response's raw
+    headers (``headers`` folds each name to one spelling; raw ones keep spelling, order and
+    duplicates), its HTTP version, and the request as sent (with aiohttp's Host, Accept...)."""
     info = response.request_info
     version = response.version
     return {
@@ -233,11 +210,8 @@ def exchange_fields(response: aiohttp.ClientResponse) -> dict[str, Any]:
 
 
 def sniff_content_type(declared: str | None, body: bytes) -> str | None:
-    """The declared type, unless it claims HTML (or nothing) and the bytes say otherwise.
-
-    A PDF served as text/html must be fingerprinted on its raw bytes, not parsed as HTML;
-    ``crawler.core.observe.is_html`` decides on this type.
-    """
+    """The declared type, unless it claims HTML (or nothing) and the bytes say otherwise (a
+    PDF served as text/html must be fingerprinted on its raw bytes, not parsed as HTML)."""
     media_type = (declared or "").split(";", 1)[0].strip().lower()
     if media_type and media_type not in HTML_TYPES:
         return declared
@@ -270,28 +244,19 @@ async def fetch(
     *,
     send_validators: bool = True,
 ) -> FetchResult:
-    """GET ``record.url`` once (following redirects) and report what happened. Never raises
-    for anything the network or the server does.
-
-    On a kept-alive session (``crawler.net.session.host_session``) a connection that showed
-    any anomaly is closed, and a request that found its reused connection dead before any
-    response is sent once more on a fresh one, within the same total timeout.
-    """
-    started = time.monotonic()
-    fetched_at = time.time()
+    """GET ``record.url`` once (following redirects) and report what happened; never raises
+    for anything the network or the server does. On a kept-alive session a connection that
+    showed any anomaly is closed, and a request that found its reused connection dead before
+    any response is sent once more on a fresh one, within the same total timeout."""
+    started, fetched_at = time.monotonic(), time.time()
     deadline = asyncio.get_running_loop().time() + settings.total_timeout
-    result = await _attempt(
-        session, record, settings, send_validators, deadline, started, fetched_at
-    )
-    if (
-        result.status is None
-        and result.error_kind in STALE_CONNECTION_KINDS
-        and reused_connection(session)
-    ):
+    attempt = functools.partial(_attempt, session, record, settings, send_validators, deadline,
+                                started, fetched_at)
+    result = await attempt()
+    if (result.status is None and result.error_kind in STALE_CONNECTION_KINDS
+            and reused_connection(session)):
         drop_idle(session)
-        result = await _attempt(
-            session, record, settings, send_validators, deadline, started, fetched_at
-        )
+        result = await attempt()
     if connection_anomaly(result):
         drop_idle(session)
     return result
@@ -337,10 +302,9 @@ _CLASS_KINDS = {kind.value: kind for kind in (
 
 
 def failure_of(exc: BaseException, phase: str) -> tuple[model.Outcome, ErrorKind]:
-    """The outcome and error kind of a request that raised ``exc`` (an ``aiohttp.ClientError``,
-    ``OSError`` or ``ValueError``) in ``phase``: "connect" until the response's headers were
-    read, "body" after. The order of the tests matters: each class is a subclass of a later
-    one."""
+    """The outcome and error kind of a request that raised ``exc`` in ``phase`` ("connect"
+    until the response's headers were read, "body" after). The order of the tests matters:
+    each class is a subclass of a later one."""
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return model.TIMEOUT, ErrorKind.TIMEOUT_CONNECT
     if isinstance(exc, aiohttp.ServerTimeoutError):
@@ -392,7 +356,10 @@ async def _follow(
     language = {"Accept-Language": settings.accept_language} if settings.accept_language else {}
     headers = {**language, **(conditional_headers(record) if send_validators else {})}
     visited: set[str] = set()
-    timeout = _client_timeout(settings)
+    decode = not session.auto_decompress  # bodies are decoded here, under the caps
+    # total is enforced by asyncio.timeout around the whole redirect chain, not per hop.
+    timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=settings.connect_timeout,
+                                    sock_read=settings.first_byte_timeout)
     for _hop in range(settings.max_redirects + 1):
         try:
             url = canonical_url(url, settings.max_url_length)
@@ -422,14 +389,11 @@ async def _follow(
                     return result(
                         model.HTTP_ERROR, status=status, error_kind=ErrorKind.REDIRECT_LOOP
                     )
-                state["redirects"].append(await _redirect_exchange(
-                    response, url, target, settings, decode=not session.auto_decompress
-                ))
+                exchange = await _redirect_exchange(response, url, target, settings, decode=decode)
+                state["redirects"].append(exchange)
                 url, headers = target, language
                 continue
-            outcome, fields = await _interpret(
-                response, settings, decode=not session.auto_decompress
-            )
+            outcome, fields = await _interpret(response, settings, decode=decode)
             return result(outcome, final_url=url, **fields)
     return result(model.HTTP_ERROR, error_kind=ErrorKind.TOO_MANY_REDIRECTS)
 
@@ -477,11 +441,9 @@ async def _interpret(
         return model.HTTP_ERROR, fields
     try:
         body = await _read_body(response, settings.max_body_bytes, decode)
-    except UnsupportedEncoding:
-        fields["error_kind"] = ErrorKind.UNSUPPORTED_ENCODING
-        return model.HTTP_ERROR, fields
-    except DecodeError:
-        fields["error_kind"] = ErrorKind.BAD_ENCODING
+    except (UnsupportedEncoding, DecodeError) as exc:
+        fields["error_kind"] = (ErrorKind.UNSUPPORTED_ENCODING
+                                if isinstance(exc, UnsupportedEncoding) else ErrorKind.BAD_ENCODING)
         return model.HTTP_ERROR, fields
     fields.update(
         body=body.data,
@@ -498,10 +460,8 @@ async def _interpret(
 async def fetch_robots(
     session: aiohttp.ClientSession, origin: str, settings: Settings
 ) -> RobotsFetch:
-    """GET ``origin``/robots.txt (RFC 9309): at most 5 redirects, 500 KiB parsed.
-
-    The classification (ok / unavailable / unreachable) is ``crawler.core.robots.robots_outcome``.
-    """
+    """GET ``origin``/robots.txt (RFC 9309): at most 5 redirects, 500 KiB parsed, classified
+    by ``crawler.core.robots.robots_outcome``."""
     url = origin.rstrip("/") + "/robots.txt"
     robots_settings = settings.model_copy(update={
         "max_redirects": min(settings.max_redirects, ROBOTS_MAX_REDIRECTS),

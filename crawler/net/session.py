@@ -1,19 +1,15 @@
 """HTTP sessions for the edge: one shared session, and one kept-alive connection per host lease.
 
-Every connection passes the SSRF address policy (DNS answers and sockets, see
-``crawler.net.ssrf``) and the TLS trust of ``crawler.net.tls``. Bodies are read raw
-(``auto_decompress=False``) and decoded by ``crawler.net.fetch`` under a cap.
+Every connection passes the SSRF address policy (``crawler.net.ssrf``) and the TLS trust of
+``crawler.net.tls``. Bodies are read raw and decoded by ``crawler.net.fetch`` under a cap.
 
-The shared session closes every connection after its response. Within a host lease the worker
-fetches one URL at a time, so ``host_session`` gives the lease its own connector that keeps one
-connection alive and reuses it for the host's next URL, saving a TCP (and TLS) handshake per
-page. Keep-alive is only safe if a connection that misbehaved is never reused, because a
-server that sent more than its Content-Length would otherwise have those bytes read as the
-next response. So the connection is dropped on any anomaly (``drop_idle``, called by
-``fetch``): a body longer or shorter than declared, a protocol error, a cap or decompression
-limit hit, a timeout; and an idle connection that received anything while idle is never
-handed out again (``EdgeConnector._get``). A request that fails before any response on a
-reused connection (the server closed it meanwhile) is retried once on a fresh one.
+The shared session closes every connection after its response; ``host_session`` gives a host
+lease (one URL at a time) its own connector that keeps one connection alive for the host's
+next URL, saving a TCP (and TLS) handshake per page. That is only safe if a connection that
+misbehaved is never reused (bytes past a Content-Length would be read as the next response):
+``fetch`` drops it on any anomaly (``drop_idle``), and an idle connection that received
+anything is never handed out again (``EdgeConnector._get``). A request that fails before any
+response on a reused connection (closed by the server meanwhile) is retried on a fresh one.
 """
 
 from __future__ import annotations
@@ -32,8 +28,7 @@ from crawler.net.ssrf import AddressPolicy, PolicyResolver, guarded_socket_facto
 from crawler.net.tls import tls_context
 
 ACCEPT_ENCODING = "gzip, deflate, br, zstd"
-# An idle kept-alive connection is closed after this long. A lease drains a host at its
-# politeness delay (1 s by default, up to max_crawl_delay), so this covers the usual gap.
+# Idle kept-alive connections close after this: it covers a lease's politeness delay.
 KEEP_ALIVE_IDLE_SECONDS = 30.0
 
 
@@ -108,10 +103,10 @@ class EdgeConnector(aiohttp.TCPConnector):
         )
 
 
-def _client_session(connector: EdgeConnector, *, owns_connector: bool) -> aiohttp.ClientSession:
+def _client_session(connector: EdgeConnector) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
         connector=connector,
-        connector_owner=owns_connector,
+        connector_owner=True,
         headers={"User-Agent": connector.user_agent, "Accept-Encoding": ACCEPT_ENCODING},
         auto_decompress=False,
         cookie_jar=aiohttp.DummyCookieJar(),
@@ -125,16 +120,14 @@ def new_session(
     *,
     address_policy: AddressPolicy,
     resolver: AbstractResolver | None = None,
-    keep_alive: bool = False,
     lease_keep_alive: bool = True,
     ca_bundle: Path | None = None,
 ) -> aiohttp.ClientSession:
     """The shared session: every connection checked by ``address_policy``, TLS trusting the
-    system's roots plus ``ca_bundle`` (``CRAWLER_CA_BUNDLE``; a ``ValueError`` names it when
-    it cannot be loaded). ``resolver`` replaces the system resolver underneath the policy
-    (tests). ``keep_alive`` applies to this session's own connections, which any task may
-    use, so it is off; ``lease_keep_alive`` lets ``host_session`` keep one connection per
-    host lease (``CRAWLER_KEEP_ALIVE``). ``limits`` is unused: timeouts are per request.
+    system's roots plus ``ca_bundle`` (a ``ValueError`` names it when it cannot be loaded).
+    ``resolver`` replaces the system resolver under the policy (tests). Its own connections,
+    shared by any task, are not kept alive; ``lease_keep_alive`` lets ``host_session`` keep
+    one per host lease (``CRAWLER_KEEP_ALIVE``). ``limits`` is unused: timeouts are per request.
     """
     del limits
     connector = EdgeConnector(
@@ -142,10 +135,10 @@ def new_session(
         resolver=PolicyResolver(address_policy, resolver),
         ssl_context=tls_context(ca_bundle),
         user_agent=user_agent,
-        keep_alive=keep_alive,
+        keep_alive=False,
         lease_keep_alive=lease_keep_alive,
     )
-    return _client_session(connector, owns_connector=True)
+    return _client_session(connector)
 
 
 def open_host_session(shared: aiohttp.ClientSession) -> aiohttp.ClientSession:
@@ -154,7 +147,7 @@ def open_host_session(shared: aiohttp.ClientSession) -> aiohttp.ClientSession:
     connector = shared.connector
     if not isinstance(connector, EdgeConnector) or not connector.lease_keep_alive:
         return shared
-    return _client_session(connector.for_lease(), owns_connector=True)
+    return _client_session(connector.for_lease())
 
 
 async def close_host_session(session: aiohttp.ClientSession, shared: aiohttp.ClientSession) -> None:

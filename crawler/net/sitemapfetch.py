@@ -1,12 +1,9 @@
-"""One sitemap or feed fetched and read (issue 37): ``crawler.net.fetch.fetch`` under the
-protocol's size limit, then a gzip file undone and read in slices, both under the same cap.
+"""One sitemap or feed fetched and read: ``crawler.net.fetch.fetch`` (every check a page
+has) under the protocol's size limit, then a gzip file undone and read in slices.
 
-The request goes through ``fetch``, so it has every check a page has (address policy,
-redirects, timeouts, Content-Encoding decoded under a cap and a bomb ratio). A sitemap is
-often a gzip file served as such (``sitemap.xml.gz``, no Content-Encoding): the body is then
-recognised by its magic number and inflated here (``inflate``), at most ``MAX_BYTES`` bytes,
-one slice at a time, so that a file that inflates to 10 GB costs the cap's worth of time and
-one slice of memory.
+A sitemap is often a gzip file served as such (``sitemap.xml.gz``, no Content-Encoding): it is
+recognised by its magic number and inflated here one slice at a time, at most ``MAX_BYTES``,
+so that a file that inflates to 10 GB costs the cap's worth of time and one slice of memory.
 """
 
 from __future__ import annotations
@@ -61,10 +58,6 @@ class SitemapRead:
     etag: str | None = None
     last_modified: float | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.outcome in (model.OK, model.NOT_MODIFIED) and self.kind is not None
-
 
 def inflate(body: bytes, cap: int) -> Iterator[bytes]:
     """A gzip body inflated in pieces of at most ``SLICE_BYTES``, ``cap`` bytes in all (and
@@ -91,17 +84,14 @@ def inflate(body: bytes, cap: int) -> Iterator[bytes]:
                 yield piece
 
 
-def read_body(body: bytes, base_url: str, *, gzipped: bool | None = None,
-              max_urls: int = MAX_URLS, max_bytes: int = MAX_BYTES,
+def read_body(body: bytes, base_url: str, *, max_urls: int = MAX_URLS,
               on_entries: Callable[[list[Entry]], None] | None = None) -> SitemapReader:
-    """Read a fetched body (inflating a gzip one, recognised by its magic number unless
-    ``gzipped`` says); entries go to ``on_entries`` as they are read. The reader returned
-    tells the kind of file and why it stopped early, if it did."""
-    reader = SitemapReader(base_url, max_urls=max_urls, max_bytes=max_bytes)
+    """Read a fetched body (inflating a gzip one, recognised by its magic number); entries go
+    to ``on_entries`` as they are read. The reader returned tells the kind of file and why it
+    stopped early, if it did."""
+    reader = SitemapReader(base_url, max_urls=max_urls, max_bytes=MAX_BYTES)
     sink = on_entries if on_entries is not None else (lambda _entries: None)
-    if gzipped is None:
-        gzipped = body.startswith(GZIP_MAGIC)
-    pieces = (inflate(body, max_bytes) if gzipped else
+    pieces = (inflate(body, MAX_BYTES) if body.startswith(GZIP_MAGIC) else
               (body[i : i + SLICE_BYTES] for i in range(0, len(body), SLICE_BYTES)))
     try:
         for piece in pieces:
@@ -116,9 +106,8 @@ def read_body(body: bytes, base_url: str, *, gzipped: bool | None = None,
 
 @dataclass(frozen=True, slots=True)
 class PlainRead:
-    """What ``read_body`` made of a body, in plain values: sent back by a parsing process
-    (``read_sitemap``'s ``parser``), 50,000 entries pickle in 0.5 s as objects and in 30 ms
-    as their fields."""
+    """What ``read_body`` made of a body, in plain values: a parsing process sends it back
+    (entries pickle far faster as their fields than as objects)."""
 
     kind: str | None
     error: str | None
@@ -140,23 +129,14 @@ def read_plain(body: bytes, base_url: str, max_urls: int) -> PlainRead:
 
 
 def parser_started() -> None:
-    """A parsing process's initializer: Ctrl-C is for the command that started it, which
-    stops and shuts its parsers down."""
+    """A parsing process's initializer: Ctrl-C is for the command that started it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _entries(plain: PlainRead) -> list[Entry]:
-    dates: dict[tuple[str, float], DateHint] = {}
-    entries = []
-    for url, hints in zip(plain.urls, plain.hints, strict=True):
-        made = []
-        for hint in hints:
-            date = dates.get(hint)
-            if date is None:
-                date = dates[hint] = DateHint(*hint)
-            made.append(date)
-        entries.append(Entry(url, tuple(made)))
-    return entries
+    dates: dict[tuple[str, float], DateHint] = {}  # one object per distinct date
+    return [Entry(url, tuple(dates.setdefault(hint, DateHint(*hint)) for hint in hints))
+            for url, hints in zip(plain.urls, plain.hints, strict=True)]
 
 
 async def read_sitemap(session: aiohttp.ClientSession, url: str, limits: Settings, *,
@@ -184,8 +164,7 @@ async def read_sitemap(session: aiohttp.ClientSession, url: str, limits: Setting
         reader: SitemapReader | PlainRead = plain
     else:
         # A 50,000-URL file is seconds of parsing: on a thread, the event loop meanwhile
-        # drives the database writes of the file before (seeding) or other hosts' fetches
-        # (the daemon).
+        # drives database writes or other hosts' fetches.
         reader = await asyncio.to_thread(read_body, body, fetched.final_url or url,
                                          max_urls=max_urls, on_entries=read.entries.extend)
     read.kind, read.error, read.invalid, read.size, read.repaired = (

@@ -1,19 +1,17 @@
 """SSRF protection: which addresses the crawler may connect to, checked where it connects.
 
 The check runs twice at the socket edge, so that no byte ever reaches a refused address:
-``PolicyResolver`` drops refused addresses from every DNS answer (a public name resolving to
-127.0.0.1, DNS rebinding), and ``guarded_socket_factory`` refuses to create a socket for a
-refused address (IP literals, which aiohttp never sends to the resolver). Every redirect hop
-goes through the same connector, hence through both checks.
+``PolicyResolver`` drops refused addresses from every DNS answer (DNS rebinding), and
+``guarded_socket_factory`` refuses a socket for a refused address (IP literals, which aiohttp
+never sends to the resolver). Every redirect hop goes through the same connector.
 
-Numeric IPv4 spellings that ``inet_aton`` accepts (``2130706433``, ``0177.0.0.1``,
-``0x7f.1``) are written as the dotted quad when a URL enters the frontier
-(``crawler.core.links.normalize_url``) and again by ``canonical_url`` before any URL is
-requested, a redirect's target too (WHATWG URL Standard, "IPv4 parser").
+Numeric IPv4 spellings that ``inet_aton`` accepts (``0x7f.1``) are written as the dotted quad
+when a URL enters the frontier and again by ``canonical_url`` before any request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 from collections.abc import Callable, Sequence
@@ -68,34 +66,25 @@ NAT64_NETWORKS = (
 
 
 class AddressBlocked(OSError):
-    """A connection was refused by the address policy (before any byte was sent).
-
-    An ``OSError`` so that aiohttp wraps it like any connect failure; the message is the
-    same for every address so that happy-eyeballs keeps this type when all attempts fail.
-    """
+    """A connection refused by the address policy. An ``OSError`` so that aiohttp wraps it
+    like any connect failure; one message for every address, so that happy-eyeballs keeps
+    this type when all attempts fail."""
 
     def __init__(self, detail: str = "") -> None:
         super().__init__("address refused by SSRF policy")
         self.detail = detail
 
 
-def canonical_ipv4(host: str) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an ``inet_aton``-style spelling denotes, or None if it is a name.
-
-    1 to 4 parts; the last part fills all the remaining bytes (``127.1`` is 127.0.0.1).
-    Raises ``ValueError`` for a numeric spelling that is out of range (not a valid host).
-    The parts are read by ``crawler.core.ipv4``, the parser ``normalize_url`` uses too.
-    """
-    return numeric_ipv4(host)
+# The IPv4 address an ``inet_aton``-style spelling denotes (``127.1``), or None for a name;
+# ``ValueError`` when out of range. The parser ``normalize_url`` uses too.
+canonical_ipv4 = numeric_ipv4
 
 
 def parse_ip(host: str) -> IPAddress | None:
     """An IP literal (with or without brackets or a zone id, any IPv4 spelling), else None."""
     host = host.strip("[]").split("%", 1)[0]
-    try:
+    with contextlib.suppress(ValueError):
         return ipaddress.ip_address(host)
-    except ValueError:
-        pass
     try:
         return canonical_ipv4(host)
     except ValueError:
@@ -149,11 +138,8 @@ class AddressPolicy:
 
 
 class PolicyResolver(AbstractResolver):
-    """Wraps a resolver and drops every address the policy refuses.
-
-    Raises ``AddressBlocked`` when nothing is left, so the caller records an SSRF refusal
-    rather than a DNS failure. The connector caches only what this returns.
-    """
+    """Wraps a resolver and drops every address the policy refuses; ``AddressBlocked`` when
+    nothing is left (an SSRF refusal, not a DNS failure)."""
 
     def __init__(self, policy: AddressPolicy, inner: AbstractResolver | None = None) -> None:
         self.policy = policy
@@ -173,10 +159,8 @@ class PolicyResolver(AbstractResolver):
 
 
 def guarded_socket_factory(policy: AddressPolicy) -> Callable[[Any], socket.socket]:
-    """An aiohttp ``socket_factory`` that refuses to create a socket for a refused address.
-
-    This sees the exact address about to be connected to, IP literals included.
-    """
+    """An aiohttp ``socket_factory`` that refuses to create a socket for a refused address
+    (it sees the exact address about to be connected to, IP literals included)."""
 
     def create(addr_info: Any) -> socket.socket:
         family, type_, proto, _canonname, sockaddr = addr_info

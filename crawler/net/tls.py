@@ -1,10 +1,6 @@
 """TLS for the HTTP edge: which certificate authorities are trusted, and what a refusal is
-called.
-
-Verification and host-name checks are always on; ``CRAWLER_CA_BUNDLE`` only adds roots (an
-operator's internal CA, or the tests' own). A failed check is recorded with an error kind
-naming the check (``tls_error_kind``), so that an operator can tell an expired certificate
-from a wrong name or an unknown issuer without reading a traceback.
+called (an error kind naming the check, so that an expired certificate is told from a wrong
+name or an unknown issuer without a traceback).
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ _VERIFY_KINDS = {
 
 def tls_context(ca_bundle: Path | None = None) -> ssl.SSLContext:
     """The system's trusted roots plus the PEM certificates in ``ca_bundle`` (an operator's
-    internal CA, or the tests' own). Verification and host-name checks are always on."""
+    internal CA, or the tests'); verification and host-name checks are always on."""
     context = ssl.create_default_context()
     if ca_bundle is not None:
         try:

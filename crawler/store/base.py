@@ -1,10 +1,8 @@
 """The record store's interface: what the fetch path writes and the commands read.
 
 ``RecordStore`` is blocking and single-threaded by design (one writer appends to one open
-file at a time); ``crawler.store.durable`` runs it for the event loop (records inline, the
-slow closing of a full file on a thread). A backend stores a response or a revisit and
-returns where it put it; ``read`` gives the record back from that location. An object-store
-backend would implement the same methods and nothing in the fetch loop would change.
+file at a time); ``crawler.store.durable`` runs it for the event loop. A backend stores a
+response or a revisit and returns where it put it; ``read`` gives the record back from there.
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ def sha1_label(sha1: bytes) -> str:
 
 
 def payload_digest(payload: bytes) -> str:
-    """WARC-Payload-Digest as web archives write it: ``sha1:`` and the base32 SHA-1."""
     return sha1_label(hashlib.sha1(payload).digest())
 
 
@@ -34,13 +31,10 @@ def payload_digest(payload: bytes) -> str:
 class Capture:
     """One HTTP exchange to store: what was asked and what came back.
 
-    ``payload`` is the entity body as the crawler decoded it (Content-Encoding undone);
-    ``wire_payload`` the same entity as received, Content-Encoding still applied, when the
-    server encoded it. A response record stores the entity as received, as Heritrix and
-    warcio do: Content-Encoding kept, Transfer-Encoding (chunking, undone by the HTTP client)
-    dropped, Content-Length its true length, and WARC-Payload-Digest the SHA-1 of those bytes.
-    Only a body cut at the size cap is stored decoded (its encoded stream would not decode),
-    with Content-Encoding dropped and WARC-Truncated set.
+    ``payload`` is the entity body decoded (Content-Encoding undone); ``wire_payload`` the
+    entity as received, when the server encoded it. A response record stores the entity as
+    received, as Heritrix and warcio do (Content-Encoding kept, chunking undone). Only a body
+    cut at the size cap is stored decoded (its encoded stream would not decode).
     """
 
     url: str  # WARC-Target-URI: the URL the final response came from
@@ -53,8 +47,7 @@ class Capture:
     truncated: bool = False  # the body was cut at the size cap (WARC-Truncated: length)
     body_read: bool = True  # False for answers whose body the fetcher does not read (404)
     wire_payload: bytes | None = None
-    # The SHA-1 of ``stored_payload`` when the caller has it already (the fetch path's content
-    # hash is that SHA-1): the payload is then not hashed a second time.
+    # The SHA-1 of ``stored_payload`` when the caller has it already (not hashed again).
     payload_sha1: bytes | None = None
     # The request line's target and the headers as sent (Host first, as aiohttp sends it);
     # when not given, the target is the URL's path and query, and a Host header leads.

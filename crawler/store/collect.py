@@ -1,25 +1,19 @@
 """The fetch path's side of the collection: store a fetch's record, then its index and event rows.
 
-``Collection.prepare`` runs before the fetch's transaction: it writes the record (flushed
-to the OS) and returns a ``CollectionWrite`` whose ``apply`` inserts the index
-row and the change event inside that transaction. Stored: 200s (a response, or a revisit
-when the payload is byte-identical to the URL's last stored response), 304s (a revisit) and
-404/410s (a response without body: the page is gone). Nothing is stored for a fetch that got
-no response, an error status or a robots.txt refusal.
+``Collection.prepare`` runs before the fetch's transaction: it writes the record (flushed to
+the OS) and returns a ``CollectionWrite`` that inserts the index row and the change event in
+that transaction. Stored: 200s (a response, or a revisit when the payload is byte-identical to
+the URL's last stored response), 304s (a revisit) and 404/410s (a response without body).
 
-Redirects: every exchange is a record of its own under the URI actually requested, as
-Heritrix and warcio's capture_http write them, so that replay never serves a target's content
-under the URI that redirected. A permanent redirect stores its 3xx exchange alone (indexed:
-it is the URL's version now); its target, seeded as a URL of its own, is stored by its own
-fetches. A temporary redirect stores each 3xx exchange, then the final answer under the final
-URI; that last record is the URL's indexed version (the content it leads to is what the
-crawler watches for it).
+Redirects: every exchange is a record of its own under the URI actually requested (as Heritrix
+and warcio's capture_http write them), so replay never serves a target's content under the URI
+that redirected. A permanent redirect stores its 3xx exchange alone, indexed as the URL's
+version; its target is a URL of its own. A temporary redirect stores each 3xx exchange, then
+the final answer under the final URI, which is the URL's indexed version.
 
-A 304 for a URL with no stored original (the collection was enabled after the URL was last
-fetched in full, or the original's file was archived or deleted) stores nothing: a revisit
-would refer to nothing. Instead the URL's validators (ETag, Last-Modified) are dropped with
-the fetch, so the next fetch is unconditional and stores the full response, as a crawler
-without a prior record (Heritrix with no entry in its fetch history) would ask.
+A 304 with no stored original (collection enabled later, or the file archived or deleted)
+stores nothing: a revisit would refer to nothing. The URL's validators are dropped instead, so
+the next fetch is unconditional and stores the full response.
 """
 
 from __future__ import annotations
@@ -71,14 +65,13 @@ from crawler.store.durable import DurableStore
 log = logging.getLogger(__name__)
 
 STORED_OUTCOMES = frozenset({OK, NOT_MODIFIED, GONE})
-# URLs whose newest stored response is remembered (about 300 bytes each).
-LAST_RESPONSE_CACHE = 100_000
-# Characters of extracted text remembered for the URLs fetched last, so that the next change
-# of a page that changes often is diffed without parsing its previous version again; a text
-# longer than a tenth of it is not remembered.
+LAST_RESPONSE_CACHE = 100_000  # URLs whose newest stored response is remembered (~300 B each)
+# Characters of extracted text remembered for the URLs fetched last, so that a page that
+# changes often is diffed without parsing its previous version again (a text longer than a
+# tenth of it is not remembered).
 TEXT_CACHE_CHARS = 16_000_000
-# A diff that takes longer (a loaded machine; the bounds in crawler.core.textdiff keep one
-# well under a second) leaves the event without lines rather than hold the fetch's host.
+# A diff that takes longer (a loaded machine) leaves the event without lines rather than hold
+# the fetch's host.
 DIFF_SECONDS = 10.0
 
 
@@ -102,8 +95,7 @@ class CollectionWrite:
     host_id: int = 0  # the URL's host: in every key of the collection's rows (Citus shards)
 
     def adjusted(self, t: Transition) -> Transition:
-        """The transition to write: ``t``, without validators when the next fetch must be
-        unconditional (so that it stores the full response)."""
+        """``t``, without validators when the next fetch must be unconditional."""
         if not self.unconditional or (t.record.etag is None and t.record.last_modified is None):
             return t
         return dataclasses.replace(
@@ -111,8 +103,7 @@ class CollectionWrite:
         )
 
     def rows(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """The stored_records row and the change_events row, by column (None when there is
-        no such row)."""
+        """The stored_records row and the change_events row (None when there is none)."""
         s = self.stored
         at = _at(self.fetched_at).isoformat()
         stored = None if s is None else {
@@ -125,8 +116,7 @@ class CollectionWrite:
         }
         event = None if self.event_kind is None else {
             "url_id": self.url_id, "host_id": self.host_id, "fetched_at": at,
-            "kind": self.event_kind,
-            "payload": self.event,
+            "kind": self.event_kind, "payload": self.event,
         }
         return stored, event
 
@@ -137,32 +127,24 @@ class CollectionWrite:
 
     @staticmethod
     async def write_many(conn: asyncpg.Connection, writes: Sequence[CollectionWrite]) -> None:
-        """Many fetches' rows in one statement: how ``crawler.db.record.write_batch`` writes a
-        batch's collection rows (one round trip, not one per fetch)."""
-        await write_rows(conn, *collection_params(writes))
-
-
-def collection_params(writes: Sequence[CollectionWrite]) -> tuple[str, str]:
-    """What ``crawler.db.collection.write_rows`` takes: the stored records and the change
-    events of ``writes``, each a JSON array."""
-    stored, events = [], []
-    for write in writes:
-        row, event = write.rows()
-        if row is not None:
-            stored.append(row)
-        if event is not None:
-            events.append(event)
-    return json.dumps(stored), json.dumps(events)
+        """Many fetches' rows in one statement (one round trip), as JSON arrays: how
+        ``crawler.db.record.write_batch`` writes a batch's collection rows."""
+        stored, events = [], []
+        for write in writes:
+            row, event = write.rows()
+            if row is not None:
+                stored.append(row)
+            if event is not None:
+                events.append(event)
+        await write_rows(conn, json.dumps(stored), json.dumps(events))
 
 
 class Collection:
     """Stores fetches through a ``DurableStore``; reads the index through ``pool``. With no
     store (``CRAWLER_STORE_VERSIONS=false``) only change events are written, without lines.
 
-    The newest stored response of recently stored URLs is remembered (with the content hash
-    it was stored for) so that a revisit or a diff rarely needs a query; an entry is used
-    only while its content hash is the URL row's, so another daemon's newer version is
-    never missed.
+    The newest stored response of recent URLs is remembered, used only while the content hash
+    it was stored for is the URL row's (so another daemon's newer version is never missed).
     """
 
     def __init__(
@@ -171,22 +153,18 @@ class Collection:
         pool: asyncpg.Pool,
         user_agent: str = "",
         metrics: CollectionMetrics | None = None,
-        cache_entries: int = LAST_RESPONSE_CACHE,
-        machine: str | None = None,
     ) -> None:
         self.store = store
         # Where this daemon's files live, registered in ``warc_files`` once per file.
-        self.machine = machine if machine is not None else socket.gethostname()
+        self.machine = socket.gethostname()
         self._registered: set[str] = set()
         self.pool = pool
         self.user_agent = user_agent
         self.metrics = metrics
-        self.cache_entries = cache_entries
         self._last: OrderedDict[int, tuple[bytes | None, LastResponse]] = OrderedDict()
         # url_id -> (content hash, region, extracted text) of its newest fetched version.
         self._texts: OrderedDict[int, tuple[bytes, Region, str]] = OrderedDict()
         self._text_chars = 0
-        self.unconditional_refetches = 0  # 304s with no stored original (validators dropped)
 
     async def _last_response(self, record: UrlRecord) -> LastResponse | None:
         cached = self._last.get(record.url_id)
@@ -201,7 +179,7 @@ class Collection:
     def _remember(self, url_id: int, content: bytes | None, last: LastResponse) -> None:
         self._last[url_id] = (content, last)
         self._last.move_to_end(url_id)
-        while len(self._last) > self.cache_entries:
+        while len(self._last) > LAST_RESPONSE_CACHE:
             self._last.popitem(last=False)
 
     def _remember_text(self, url_id: int, content: bytes | None, region: Region,
@@ -230,10 +208,9 @@ class Collection:
         self, t: Transition, capture: Capture, content_type: str | None,
         previous: str | None, old: ReadRecord | None,
     ) -> LineChanges | None:
-        """The lines and words a change moved, from the text this fetch extracted and the
-        previous version's (remembered, or parsed from its record within the fetch path's
-        bounds). Off the event loop: the diff is bounded (crawler.core.textdiff), but a long
-        page's is still tens of milliseconds, and a parse of the previous version more."""
+        """The lines and words a change moved, from this fetch's text and the previous
+        version's (remembered, or parsed from its record). Off the event loop: a long page's
+        bounded diff is still tens of milliseconds, and a parse of the previous version more."""
         record = t.before
         new_text = t.text
 
@@ -255,11 +232,14 @@ class Collection:
             return None
 
     async def _register(self, stored: Sequence[StoredRecord]) -> None:
-        """Each file these records went to, in ``warc_files`` with this machine and directory
-        before any index row naming it commits: a fleet's other machines can then say where
-        a file they cannot see lives. One query per new file (files hold a gigabyte)."""
+        """Each new file these records went to, in ``warc_files`` with this machine and
+        directory before any index row naming it commits (so a fleet can say where it is);
+        the records counted in the metrics."""
         if self.store is None:
             return
+        if self.metrics is not None:
+            for one in stored:
+                self.metrics.stored(one.record_type, one.length)
         root = getattr(self.store.store, "root", None)
         for name in {one.file for one in stored} - self._registered:
             directory = "" if root is None else str(root.resolve())
@@ -267,11 +247,10 @@ class Collection:
             self._registered.add(name)
 
     async def rebased(self, record: UrlRecord) -> UrlRecord:
-        """``record`` with its stored fingerprint taken again, under its current rule, from
-        its newest stored response (``crawler.core.observe.needs_baseline`` says when): a
-        changed region, a window joined or exact watching then compares the next fetch with
-        that version, not with nothing. ``record`` as it is when no version is stored, or
-        the stored one is not the version the fingerprint was taken of."""
+        """``record`` with its fingerprint taken again, under its current rule, from its newest
+        stored response (when ``crawler.core.observe.needs_baseline`` says), so that the next
+        fetch is compared with that version, not with nothing. ``record`` unchanged when no
+        version is stored or the stored one is not the one the fingerprint was taken of."""
         if self.store is None or record.last_content_hash is None:
             return record
         last = await self._last_response(record)
@@ -313,7 +292,6 @@ class Collection:
             original = await self._last_response(record)
         stored: StoredRecord | None = None
         lines: LineChanges | None = None
-        unconditional = False
         if self.store is not None and result.redirects:
             await self._write_redirects(record, result.redirects, result.fetched_at)
         if self.store is not None and (obs.outcome != NOT_MODIFIED or original is not None):
@@ -327,10 +305,10 @@ class Collection:
                 lines = await self._changes(t, capture, result.content_type, previous, old)
         if obs.outcome == OK:
             self._remember_text(record.url_id, obs.content_hash, record.region, t.text)
-        if self.store is not None and obs.outcome == NOT_MODIFIED and stored is None:
-            unconditional = True  # nothing to refer to: fetch it in full next time
+        # A 304 with nothing to refer to: fetch it in full next time.
+        unconditional = self.store is not None and obs.outcome == NOT_MODIFIED and stored is None
+        if unconditional:
             self._last.pop(record.url_id, None)
-            self.unconditional_refetches += 1
         if stored is not None:
             await self._register((stored,))
             if stored.record_type == RESPONSE:
@@ -338,8 +316,6 @@ class Collection:
                     obs.fetched_at, stored.file, stored.offset, stored.record_id,
                     stored.payload_digest, stored.url,
                 ))
-            if self.metrics is not None:
-                self.metrics.stored(stored.record_type, stored.length)
         event = None
         if change is not None:
             if self.metrics is not None:
@@ -385,9 +361,6 @@ class Collection:
         ]
         stored = await self.store.run(lambda store: [store.write_response(c) for c in captures])
         await self._register(stored)
-        if self.metrics is not None:
-            for one in stored:
-                self.metrics.stored(one.record_type, one.length)
         return stored
 
     def _request_headers(self, record: UrlRecord, first: bool) -> tuple[tuple[str, str], ...]:
@@ -446,11 +419,10 @@ def _write(
     ):
         # The URI the original was stored under: after a temporary redirect whose target
         # moved, not this capture's. Unknown for a row indexed without it: this one's.
-        stored = store.write_revisit(capture, Original(
+        return store.write_revisit(capture, Original(
             original.url or capture.url, original.fetched_at, original.record_id,
             original.payload_digest,
-        ))
-        return stored, None
+        )), None
     if capture.status == 304:
         return None, None
     stored = store.write_response(capture)

@@ -11,7 +11,6 @@ MISSING = "missing"  # the file is not in the store (deleted, archived, never sy
 TRUNCATED = "truncated"  # the file ends before the record does
 CORRUPT = "corrupt"  # the bytes are not a readable WARC record (flipped bits, overwritten)
 DIGEST = "digest"  # readable, but its payload is not the one indexed
-DAMAGE_KINDS = (MISSING, TRUNCATED, CORRUPT, DIGEST)
 
 
 class RecordDamaged(ValueError):

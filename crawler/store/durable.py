@@ -1,28 +1,24 @@
 """The record store as the event loop uses it: records written inline, made durable by a
 group fsync on a thread of its own, and every storage fault kept in ``health``.
 
-Records are written on the loop because a write is a little CPU (serialize, SHA-1, gzip) and a
-``write`` to the page cache, while a writer thread would need the GIL back after every step
-that releases it, each time behind a loop busy parsing pages: a fetch would wait many times
-longer for its record than the write takes, and a host's fetches run back to back behind it.
-What can stall, ``fsync`` (of the records before their index rows commit, and of a full file
-being closed), runs on this store's thread.
+Records are written on the loop: a write is a little CPU and a ``write`` to the page cache,
+while a writer thread would need the GIL back after every step that releases it, each time
+behind a loop busy parsing pages, so a fetch would wait many times longer than the write
+takes. What can stall, ``fsync``, runs on this store's thread.
 
 ``sync`` is a group fsync: every fetch waits for one fsync that started after its record was
-written, and the fetches that arrive while one runs share the next, so a loaded daemon pays
-one fsync per batch of fetches, not one per fetch.
+written, and the fetches that arrive meanwhile share the next (one fsync per batch).
 
-Faults: a write, sync or probe that fails sets ``health`` (the daemon then claims no hosts,
-``crawler.daemon.worker``), and the open file takes no more records. ``watch`` probes the
-directory every ``interval`` seconds, faulted or not (a directory made read-only or deleted
-is seen before a write fails), and clears the fault when a probe writes again.
+A write, sync or probe that fails sets ``health`` (the daemon then claims no hosts) and the
+open file takes no more records. The daemon probes the directory every ``PROBE_SECONDS``,
+faulted or not (a directory made read-only or deleted is seen before a write fails); a probe
+that writes again clears the fault.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -39,9 +35,9 @@ PROBE_SECONDS = 1.0
 
 
 class DurableStore:
-    def __init__(self, store: RecordStore, health: StorageHealth | None = None) -> None:
+    def __init__(self, store: RecordStore) -> None:
         self.store = store
-        self.health = health or StorageHealth()
+        self.health = StorageHealth()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="record-store")
         set_background = getattr(store, "set_background", None)
         if set_background is not None:
@@ -63,7 +59,7 @@ class DurableStore:
 
     def fault(self, exc: StorageError) -> None:
         """The store cannot be relied on: say so, and take no more records in the open file."""
-        if self.health.set_fault(exc, time.time()):
+        if self.health.set_fault(exc):
             log.error("the collection cannot be written (%s): %s; no host is claimed until "
                       "a probe writes again", exc.kind, exc.message)
         abandon = getattr(self.store, "abandon", None)
@@ -73,10 +69,9 @@ class DurableStore:
     async def sync(self) -> None:
         """Every record written so far is on disk, in the file its index row will name;
         ``StorageError`` when that cannot be had (the records must not be indexed)."""
-        writes = getattr(self.store, "writes", None)
-        if writes is None:
+        target: int | None = getattr(self.store, "writes", None)
+        if target is None:
             return
-        target: int = writes
         while self._synced < target:
             if target <= self._failed_upto and self._failure is not None:
                 raise self._failure
@@ -117,12 +112,6 @@ class DurableStore:
             log.warning("%s", recreated)
         if self.health.clear():
             log.warning("the collection is writable again: claiming hosts")
-
-    async def watch(self, interval: float = PROBE_SECONDS) -> None:
-        """Side task: probe every ``interval`` seconds."""
-        while True:
-            await self.probe()
-            await asyncio.sleep(interval)
 
     async def close(self) -> None:
         """Close the open file after any file still being closed (same thread, in order)."""

@@ -1,11 +1,10 @@
 """Whether the collection can be written now, and why not.
 
-A fetch whose record cannot be stored is a request wasted on the site and an answer lost, so
-the daemon claims no host while the store is faulted (``crawler.daemon.worker``) and says why
-in ``crawler status``, in a metric and in ``/readyz``. A fault is raised by the write that
-failed and cleared only by a probe that writes, syncs and removes a file in the directory
-(``crawler.store.durable``): a fault that clears by itself (space freed, the directory made
-writable again, recreated) resumes work within a probe interval.
+A fetch whose record cannot be stored is a request wasted and an answer lost, so the daemon
+claims no host while the store is faulted and says why (``crawler status``, a metric,
+``/readyz``). A fault is raised by the write that failed and cleared only by a probe that
+writes, syncs and removes a file (``crawler.store.durable``), so work resumes within a probe
+interval of the space being freed or the directory being writable again.
 """
 
 from __future__ import annotations
@@ -24,15 +23,9 @@ IO_ERROR = "io_error"
 FAULT_KINDS = (DISK_FULL, READ_ONLY, DIRECTORY_GONE, IO_ERROR)
 
 _KIND_OF_ERRNO = {
-    errno.ENOSPC: DISK_FULL,
-    errno.EDQUOT: DISK_FULL,
-    errno.EFBIG: DISK_FULL,
-    errno.EROFS: READ_ONLY,
-    errno.EACCES: READ_ONLY,
-    errno.EPERM: READ_ONLY,
-    errno.ENOENT: DIRECTORY_GONE,
-    errno.ENOTDIR: DIRECTORY_GONE,
-    errno.ESTALE: DIRECTORY_GONE,
+    **dict.fromkeys((errno.ENOSPC, errno.EDQUOT, errno.EFBIG), DISK_FULL),
+    **dict.fromkeys((errno.EROFS, errno.EACCES, errno.EPERM), READ_ONLY),
+    **dict.fromkeys((errno.ENOENT, errno.ENOTDIR, errno.ESTALE), DIRECTORY_GONE),
 }
 
 
@@ -67,7 +60,6 @@ class StorageHealth:
 
     def __init__(self) -> None:
         self.fault: StorageError | None = None
-        self.faulted_at: float | None = None
         self._writable = asyncio.Event()
         self._writable.set()
         self.changes = 0  # bumped on every change, so a watcher can publish it once
@@ -86,12 +78,10 @@ class StorageHealth:
             return None
         return f"collection not writable ({self.fault.kind}): {self.fault.message}"
 
-    def set_fault(self, fault: StorageError, now: float) -> bool:
+    def set_fault(self, fault: StorageError) -> bool:
         """Record ``fault``; True when the store was writable until now."""
         first = self.fault is None
         changed = first or (self.fault is not None and self.fault.kind != fault.kind)
-        if first:
-            self.faulted_at = now
         self.fault = fault
         self._writable.clear()
         if changed:
@@ -105,7 +95,6 @@ class StorageHealth:
         if self.fault is None:
             return False
         self.fault = None
-        self.faulted_at = None
         self.changes += 1
         self._writable.set()
         for listener in self.listeners:
@@ -123,20 +112,13 @@ class StorageHealth:
         return True
 
 
-# The error_kind of a fetch recorded without its content because storing it failed: the
-# fault's kind after this prefix (``storage_disk_full``, ...), ``storage_error`` for any
-# other exception.
+# The error_kind of a fetch whose storing failed: the fault's kind after this prefix
+# (``storage_disk_full``, ...), ``storage_error`` for any other exception.
 STORAGE_ERROR_PREFIX = "storage_"
-_ERROR_KIND_OF_FAULT = {
-    DISK_FULL: ErrorKind.STORAGE_DISK_FULL,
-    READ_ONLY: ErrorKind.STORAGE_READ_ONLY,
-    DIRECTORY_GONE: ErrorKind.STORAGE_DIRECTORY_GONE,
-    IO_ERROR: ErrorKind.STORAGE_IO_ERROR,
-}
 
 
 def not_stored_kind(exc: BaseException) -> ErrorKind:
     """The error kind of a fetch whose record storing or writing raised ``exc``."""
     if isinstance(exc, OSError | StorageError):
-        return _ERROR_KIND_OF_FAULT.get(fault_kind(exc), ErrorKind.STORAGE_IO_ERROR)
+        return ErrorKind(STORAGE_ERROR_PREFIX + fault_kind(exc))  # a kind of FAULT_KINDS
     return ErrorKind.STORAGE_ERROR

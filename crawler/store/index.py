@@ -1,8 +1,6 @@
-"""Reading the collection: a URL's stored versions, the one current at a time, its bytes.
-
-Used by ``crawler versions``, ``get`` and ``diff``. A revisit's payload is its original
-response's (the index row's ``refers_to``, a WARC-Record-ID); the visible text is recomputed
-from the stored body by the same parser that fingerprinted it.
+"""Reading the collection (``crawler versions``, ``get``, ``diff``): a URL's stored versions,
+the one current at a time, its bytes. A revisit's payload is its original response's (the
+index row's ``refers_to``, a WARC-Record-ID).
 """
 
 from __future__ import annotations
@@ -76,8 +74,7 @@ def payload_version(stored: list[Version], version: Version) -> Version:
     """The response that holds ``version``'s payload (itself, or a revisit's original)."""
     if version.record_type != REVISIT:
         return version
-    by_record_id = {v.record_id: v for v in stored}
-    original = by_record_id.get(version.refers_to or "")
+    original = next((v for v in stored if v.record_id == version.refers_to), None)
     if original is None:
         raise LookupError(f"revisit at {version.fetched_at} refers to no stored response")
     return original
@@ -98,20 +95,11 @@ class Body:
 
 
 def read_verified(root: Path, version: Version) -> ReadRecord:
-    """``version``'s record, read back and checked against its index row (payload digest,
-    and the length the row says): ``RecordDamaged`` when it is not what was indexed."""
+    """``version``'s record, checked against its index row (payload digest and length):
+    ``RecordDamaged`` when it is not what was indexed."""
     record = read_record(root, version.file, version.offset, version.length)
     check_digest(record, version.file, version.offset, version.payload_digest)
     return record
-
-
-def verify_version(root: Path, stored: list[Version], version: Version) -> None:
-    """``RecordDamaged`` unless ``version`` and the response holding its payload read back
-    as indexed."""
-    read_verified(root, version)
-    holder = payload_version(stored, version)
-    if holder is not version:
-        read_verified(root, holder)
 
 
 def load_body(root: Path, stored: list[Version], version: Version) -> Body:
@@ -120,9 +108,14 @@ def load_body(root: Path, stored: list[Version], version: Version) -> Body:
     record = read_verified(root, version)
     holder = payload_version(stored, version)
     payload_record = record if holder is version else read_verified(root, holder)
-    content_type = payload_record.http_header("Content-Type")
     return Body(version, record, payload_record.payload, payload_record.stored_payload,
-                content_type)
+                payload_record.http_header("Content-Type"))
+
+
+def verify_version(root: Path, stored: list[Version], version: Version) -> None:
+    """``RecordDamaged`` unless ``version`` and the response holding its payload read back
+    as indexed."""
+    load_body(root, stored, version)
 
 
 async def elsewhere(conn: asyncpg.Connection, root: Path, file: str) -> str | None:

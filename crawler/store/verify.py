@@ -1,11 +1,9 @@
 """Check every index row against its bytes, and mark the rows whose records are damaged.
 
-Used by ``crawler verify [--repair]`` and by the daemon's start, for a file its recovery found
-damaged. A row is sound when its record reads back whole, inside the file, and holds the
-payload the row names (``crawler.store.warc.check_digest``). Marking a row damaged
-(``stored_records.damaged``) takes it out of what revisits refer to and diffs start from, and
-makes its URL's next fetch unconditional, so that it stores a full response again; a marked
-row that reads back again (its file restored) is cleared.
+Used by ``crawler verify [--repair]`` and by the daemon's start (a file its recovery found
+damaged). Marking a row damaged takes it out of what revisits refer to and diffs start from,
+and makes its URL's next fetch unconditional, so that it stores a full response again; a
+marked row that reads back again (its file restored) is cleared.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ import asyncpg
 
 from crawler.db.collection import IndexRow, Mark, index_rows_after, mark_damaged
 from crawler.store.damage import MISSING, RecordDamaged
-from crawler.store.warc import OPEN_SUFFIX, check_digest, read_record
+from crawler.store.warc import check_digest, read_record, stored_path
 
 PAGE_ROWS = 2000
 
@@ -40,10 +38,6 @@ class Verified:
     @property
     def damaged_rows(self) -> int:
         return sum(self.damaged.values())
-
-
-def _file_present(root: Path, name: str) -> bool:
-    return (root / name).exists() or (root / (name + OPEN_SUFFIX)).exists()
 
 
 def check_row(root: Path, row: IndexRow) -> RecordDamaged | None:
@@ -75,10 +69,7 @@ async def verify_collection(
     after: tuple[str, int, int] = ("", -1, -1)
     current_file: str | None = None
     present = True
-    while True:
-        rows = await index_rows_after(conn, after, PAGE_ROWS, file)
-        if not rows:
-            break
+    while rows := await index_rows_after(conn, after, PAGE_ROWS, file):
         after = (rows[-1].warc_file, rows[-1].warc_offset, rows[-1].id)
         marks: list[Mark] = []
         for row in rows:
@@ -87,13 +78,11 @@ async def verify_collection(
             if name != current_file:
                 current_file = name
                 found.files += 1
-                present = _file_present(root, name)
+                present = stored_path(root, name).exists()
             if not present:
                 damage: RecordDamaged | None = RecordDamaged(
                     MISSING, name, row.warc_offset, f"{root / name} is missing")
-                if name not in found.missing_files:
-                    found.missing_files[name] = 0
-                found.missing_files[name] += 1
+                found.missing_files[name] = found.missing_files.get(name, 0) + 1
             else:
                 damage = await asyncio.to_thread(check_row, root, row)
                 if damage is not None:

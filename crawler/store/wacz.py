@@ -4,17 +4,13 @@ A package is a ZIP file (https://specs.webrecorder.net/wacz/1.1.1/):
 
 - ``archive/``: the WARC files, stored as they are (each record is already its own gzip
   member, so deflating them again would only cost time, and ranges stay readable in place);
-- ``indexes/index.cdx``: one CDXJ line per capture (``urlkey timestamp {json}``, sorted), the
-  form pywb's indexer writes; pywb's ``wb-manager add --unpack-wacz`` takes indexes named
-  ``*.cdx`` only, and ReplayWeb.page reads it too;
+- ``indexes/index.cdx``: one CDXJ line per capture (``urlkey timestamp {json}``, sorted), as
+  pywb's indexer writes it (``wb-manager add --unpack-wacz`` takes ``*.cdx`` indexes only);
 - ``pages/pages.jsonl``: the pages list that viewers open first;
 - ``datapackage.json``: every file above with its SHA-256 and size, and
   ``datapackage-digest.json`` the SHA-256 of ``datapackage.json``.
 
-The ``wacz`` package on PyPI writes the same layout, but as a command line built around
-argparse, pulling in the ``frictionless`` framework; this module is the layout alone. URL keys
-are SURTs computed by ``surt``, the library pywb canonicalizes its lookups with, so that the
-keys match pywb's.
+URL keys are SURTs computed by ``surt``, which pywb canonicalizes its lookups with.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ import datetime as dt
 import hashlib
 import json
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -62,8 +58,7 @@ def url_key(url: str) -> str:
     """The SURT key pywb looks a URL up by."""
     import surt
 
-    key: str = surt.surt(url)
-    return key
+    return str(surt.surt(url))
 
 
 def _cdxj_lines(source: WarcSource) -> Iterator[str]:
@@ -105,35 +100,18 @@ class _Bounded:
         self.raw = raw
         self.left = limit
 
-    def read(self, size: int = -1) -> bytes:
+    def _take(self, read: Callable[[int], bytes], size: int | None) -> bytes:
         if self.left <= 0:
             return b""
-        want = self.left if size is None or size < 0 else min(size, self.left)
-        data = self.raw.read(want)
+        data = read(self.left if size is None or size < 0 else min(size, self.left))
         self.left -= len(data)
         return data
+
+    def read(self, size: int = -1) -> bytes:
+        return self._take(self.raw.read, size)
 
     def readline(self, size: int = -1) -> bytes:
-        if self.left <= 0:
-            return b""
-        want = self.left if size is None or size < 0 else min(size, self.left)
-        data = self.raw.readline(want)
-        self.left -= len(data)
-        return data
-
-
-class _Hashing:
-    """Writes through to a ZIP member, keeping its SHA-256 and size for datapackage.json."""
-
-    def __init__(self, out: IO[bytes]) -> None:
-        self.out = out
-        self.sha256 = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> None:
-        self.out.write(data)
-        self.sha256.update(data)
-        self.size += len(data)
+        return self._take(self.raw.readline, size)
 
 
 def _iso(moment: dt.datetime) -> str:
@@ -147,18 +125,20 @@ def write_wacz(
     resources: list[dict[str, Any]] = []
     lines: list[str] = []
     created = dt.datetime.now(dt.UTC)
+    stamp = created.timetuple()[:6]
 
     def member(archive: zipfile.ZipFile, name: str, data: Iterable[bytes],
                compress: int) -> None:
-        info = zipfile.ZipInfo(name, date_time=created.timetuple()[:6])
+        info = zipfile.ZipInfo(name, date_time=stamp)
         info.compress_type = compress
+        sha256, size = hashlib.sha256(), 0  # of the member, for datapackage.json
         with archive.open(info, "w", force_zip64=True) as out:
-            hashing = _Hashing(out)
             for chunk in data:
-                hashing.write(chunk)
+                out.write(chunk)
+                sha256.update(chunk)
+                size += len(chunk)
         resources.append({"name": Path(name).name, "path": name,
-                          "hash": "sha256:" + hashing.sha256.hexdigest(),
-                          "bytes": hashing.size})
+                          "hash": "sha256:" + sha256.hexdigest(), "bytes": size})
 
     with zipfile.ZipFile(target, "w", allowZip64=True) as archive:
         for source in sources:
@@ -183,12 +163,12 @@ def write_wacz(
             "software": f"crawler/{__version__}",
             "resources": resources,
         }, indent=2).encode()
-        archive.writestr(zipfile.ZipInfo("datapackage.json", created.timetuple()[:6]),
-                         package, zipfile.ZIP_DEFLATED)
+        archive.writestr(zipfile.ZipInfo("datapackage.json", stamp), package,
+                         zipfile.ZIP_DEFLATED)
         digest = json.dumps({"path": "datapackage.json",
                              "hash": "sha256:" + hashlib.sha256(package).hexdigest()})
-        archive.writestr(zipfile.ZipInfo("datapackage-digest.json", created.timetuple()[:6]),
-                         digest, zipfile.ZIP_DEFLATED)
+        archive.writestr(zipfile.ZipInfo("datapackage-digest.json", stamp), digest,
+                         zipfile.ZIP_DEFLATED)
     return len(lines)
 
 

@@ -1,22 +1,17 @@
 """WARC 1.1 (ISO 28500) files: one gzip member per record, rotated by size.
 
-Records are serialized here, byte for byte as warcio's writer lays them out (the same header
-order and digests), at a quarter of its CPU per record; warcio writes each file's warcinfo
-and reads everything (``warcio check`` passes on every file, see the tests).
+Records are serialized here byte for byte as warcio's writer lays them out, at a quarter of
+its CPU; warcio writes each file's warcinfo and reads everything (``warcio check`` passes).
 
-Layout: ``<root>/crawler-<UTC time>-<serial>-<writer>.warc.gz``. A file being written is
-named ``... .warc.gz.open`` and locked (flock) by its writer; closing renames it, after which
-it is immutable. Each file starts with a ``warcinfo`` record. On start, an ``.open`` file that
-no live writer holds is a crashed writer's: its torn tail (a partial gzip member with no
-complete record after it) is cut, and the file is closed like any other. Damage followed by
-complete records is kept as it is (index rows may point past it) and reported.
+A file being written is named ``....warc.gz.open`` and locked (flock) by its writer; closing
+renames it, after which it is immutable. On start, an ``.open`` file no live writer holds is a
+crashed writer's: its torn tail (a partial gzip member) is cut and the file is closed. Damage
+followed by complete records is kept (index rows may point past it) and reported.
 
-Durability: a write that fails part way is cut back at once, so no record ever follows a torn
-one. ``sync`` makes every record written so far durable (fsync of the files, and of the
-directory after a file was created) and checks that each file is still the one at its path
-(a directory deleted under a writer leaves it writing into an unlinked file): the fetch path
-calls it before the index rows of those records commit. Records are written unbuffered, so a
-failed write leaves nothing in a buffer to be written later behind a cut.
+A failed write is cut back at once, so no record ever follows a torn one; writes are
+unbuffered, so nothing is left in a buffer to be written behind a cut. ``sync`` fsyncs the
+files (and the directory) and checks each is still at its path (a deleted directory leaves a
+writer writing into an unlinked file), before the records' index rows commit.
 """
 
 from __future__ import annotations
@@ -83,54 +78,43 @@ def new_record_id() -> str:
 
 
 def complete_prefix(path: Path) -> int:
-    """Bytes of ``path`` made of complete gzip members that each hold a WARC record.
-
-    Anything after that is a torn tail: a member cut short by a crash.
-    """
-    good_end = 0
-    position = 0
-    decompressor = zlib.decompressobj(31)
-    head = b""
+    """Bytes of ``path`` made of complete gzip members that each hold a WARC record (what
+    follows is a torn tail: a member cut short by a crash)."""
     with path.open("rb") as file:
-        while chunk := file.read(SCAN_CHUNK_BYTES):
-            data = chunk
-            while data:
-                try:
-                    out = decompressor.decompress(data)
-                except zlib.error:
-                    return good_end
-                if len(head) < 5:
-                    head += out[: 5 - len(head)]
-                if not decompressor.eof:
-                    position += len(data)
-                    break
-                position += len(data) - len(decompressor.unused_data)
-                if not head.startswith(b"WARC/"):
-                    return good_end
-                good_end = position
-                data = decompressor.unused_data
-                decompressor = zlib.decompressobj(31)
-                head = b""
-    return good_end
+        return _complete_end(file, 0)
 
 
-def _complete_member_at(file: io.BufferedReader, offset: int) -> bool:
-    """Whether a complete gzip member holding a WARC record starts at ``offset``."""
-    file.seek(offset)
+def _complete_end(file: io.BufferedReader, start: int, *, first_only: bool = False) -> int:
+    """Where the complete gzip members holding WARC records from ``start`` on end (``start``
+    when there is none); with ``first_only``, where the first one ends."""
+    file.seek(start)
+    good_end = position = start
     decompressor = zlib.decompressobj(31)
     head = b""
     while chunk := file.read(SCAN_CHUNK_BYTES):
-        try:
-            out = decompressor.decompress(chunk)
-        except zlib.error:
-            return False
-        if len(head) < 5:
-            head += out[: 5 - len(head)]
-            if len(head) >= 5 and not head.startswith(b"WARC/"):
-                return False
-        if decompressor.eof:
-            return head.startswith(b"WARC/")
-    return False
+        data = chunk
+        while data:
+            try:
+                out = decompressor.decompress(data)
+            except zlib.error:
+                return good_end
+            if len(head) < 5:
+                head += out[: 5 - len(head)]
+                if len(head) >= 5 and not head.startswith(b"WARC/"):
+                    return good_end
+            if not decompressor.eof:
+                position += len(data)
+                break
+            position += len(data) - len(decompressor.unused_data)
+            if not head.startswith(b"WARC/"):
+                return good_end
+            good_end = position
+            if first_only:
+                return good_end
+            data = decompressor.unused_data
+            decompressor = zlib.decompressobj(31)
+            head = b""
+    return good_end
 
 
 def next_record_after(path: Path, start: int) -> int | None:
@@ -149,7 +133,7 @@ def next_record_after(path: Path, start: int) -> int | None:
                 position += len(chunk) - len(magic) + 1
                 continue
             candidate = position + found
-            if _complete_member_at(file, candidate):
+            if _complete_end(file, candidate, first_only=True) > candidate:
                 return candidate
             position = candidate + 1
 
@@ -276,23 +260,20 @@ def warc_record(warc_type: str, warc_headers: list[tuple[str, str]], block: byte
     return b"".join(lines)
 
 
+def _ids(record_id: str, date: str, url: str, *more: tuple[str, str]) -> list[tuple[str, str]]:
+    """The WARC headers every record starts with, then ``more``."""
+    return [("WARC-Record-ID", record_id), ("WARC-Date", date), ("WARC-Target-URI", url), *more]
+
+
 def _request_record(capture: Capture, concurrent_to: str, date: str) -> bytes:
-    return warc_record("request", [
-        ("WARC-Record-ID", new_record_id()),
-        ("WARC-Date", date),
-        ("WARC-Target-URI", capture.url),
-        ("WARC-Concurrent-To", concurrent_to),
-    ], _http_request_head(capture), "request")
+    headers = _ids(new_record_id(), date, capture.url, ("WARC-Concurrent-To", concurrent_to))
+    return warc_record("request", headers, _http_request_head(capture), "request")
 
 
 def gzip_bytes(data: bytes, level: int = GZIP_LEVEL) -> bytes:
-    """One gzip member at ``level`` (``CRAWLER_WARC_GZIP_LEVEL``; warcio's own writer uses 9,
-    which costs far more CPU than 6 for files of HTML barely smaller).
-
-    libdeflate, not zlib: a record is compressed whole, which is the one case libdeflate
-    serves (no streaming), and at the same level it is much faster for files barely larger.
-    ISA-L would be faster still but make files markedly larger: an archive kept for months
-    pays that in disk every day, so it is not the default (figures: docs/PERFORMANCE.md)."""
+    """One gzip member at ``level`` (``CRAWLER_WARC_GZIP_LEVEL``; warcio's 9 costs far more
+    CPU than 6 for barely smaller files). libdeflate, not zlib: a record is compressed whole
+    (no streaming), much faster; ISA-L is faster still but makes markedly larger files."""
     return bytes(deflate.gzip_compress(data, level))
 
 
@@ -314,7 +295,6 @@ class WarcStore:
         self._name = ""
         self._size = 0  # the open file's length: where the next record goes
         self._serial = 0
-        self.files_closed = 0
         self._background: Executor | None = None
         # Records written (a generation ``sync`` reaches), and the files and directory
         # entries written since the last ``take_unsynced``.
@@ -433,7 +413,6 @@ class WarcStore:
                 self._unrenamed.append(name)
                 raise
             _sync_directory(self.root)
-            self.files_closed += 1
         finally:
             file.close()  # after the rename: the lock holds until the file has its final name
 
@@ -443,7 +422,6 @@ class WarcStore:
         for name in self._unrenamed:
             try:
                 (self.root / (name + OPEN_SUFFIX)).rename(self.root / name)
-                self.files_closed += 1
             except FileNotFoundError:
                 pass  # renamed or removed by someone else
             except OSError:
@@ -460,19 +438,15 @@ class WarcStore:
             return False
         return mine.st_nlink > 0 and (mine.st_ino, mine.st_dev) == (there.st_ino, there.st_dev)
 
-    def path_of(self, file: str) -> Path:
-        return stored_path(self.root, file)
-
     # -- durability -------------------------------------------------------------------------
 
     def take_unsynced(self) -> tuple[int, list[tuple[str, io.FileIO]], bool]:
         """What ``sync_files`` must make durable for every record written so far (the
         writer's side: call it where records are written)."""
-        files = list(self._unsynced.items())
-        directory = self._directory_unsynced
+        taken = self.writes, list(self._unsynced.items()), self._directory_unsynced
         self._unsynced.clear()
         self._directory_unsynced = False
-        return self.writes, files, directory
+        return taken
 
     def sync_files(self, files: list[tuple[str, io.FileIO]], directory: bool) -> None:
         """fsync ``files`` (and the directory) and check each is still at its path; raises
@@ -504,6 +478,7 @@ class WarcStore:
         """Whether a record of ``size`` bytes could be written and synced now: None, or the
         reason it could not (``StorageError`` raised). A vanished directory is recreated;
         the open file is checked to be still at its path."""
+        recreated = None
         if not self.root.is_dir():
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -513,8 +488,6 @@ class WarcStore:
                 raise storage_error(exc, f"cannot recreate {self.root}") from exc
             log.warning("recreated the WARC directory %s, which had vanished", self.root)
             recreated = f"recreated {self.root}"
-        else:
-            recreated = None
         file = self._file
         if file is not None and not file.closed and not self._linked(file, self._name):
             self._lost.add(self._name)
@@ -581,12 +554,7 @@ class WarcStore:
         digest = capture.payload_digest()
         record_id = new_record_id()
         date = warc_date(capture.fetched_at)
-        warc_headers = [
-            ("WARC-Record-ID", record_id),
-            ("WARC-Date", date),
-            ("WARC-Target-URI", capture.url),
-            ("WARC-Payload-Digest", digest),
-        ]
+        warc_headers = _ids(record_id, date, capture.url, ("WARC-Payload-Digest", digest))
         if capture.truncated:
             warc_headers.append(("WARC-Truncated", "length"))
         elif not capture.body_read:
@@ -598,45 +566,36 @@ class WarcStore:
                             len(payload), capture.url)
 
     def write_revisit(self, capture: Capture, original: Original) -> StoredRecord:
-        """A revisit that replay tools resolve to ``original``: pywb and wabac.js look the
-        original up by WARC-Refers-To-Target-URI and WARC-Refers-To-Date (pywb also by the
-        payload digest), then serve the revisit's HTTP headers, or the original's when the
-        revisit has none, with the original's payload.
+        """A revisit that replay tools (pywb, wabac.js) resolve to ``original`` by
+        WARC-Refers-To-Target-URI and WARC-Refers-To-Date (pywb also by payload digest), then
+        serve the revisit's HTTP headers (else the original's) with the original's payload.
 
-        A 304 is written with the server-not-modified profile and no block (WARC 1.1 6.7.3
-        allows none): as a block, the 304 would be what replay serves (pywb takes any 3xx
-        revisit for a redirect and never loads the original), where the page at that time is
-        the original's status, headers and payload. The 304's header fields, as received, go
-        to a metadata record concurrent to it. WARC-Payload-Digest is the original's: the
-        profile defines the payload as the original's, and pywb narrows its lookup by it.
-
-        An identical payload (a 200 whose bytes match) is written with the
-        identical-payload-digest profile, its block this exchange's status and headers."""
+        A 304 gets the server-not-modified profile and no block (WARC 1.1 6.7.3): as a block,
+        the 304 is what replay would serve (pywb takes any 3xx revisit for a redirect and
+        never loads the original). Its header fields go to a metadata record concurrent to it.
+        WARC-Payload-Digest is the original's (pywb narrows its lookup by it). An identical
+        payload (a 200) gets the identical-payload-digest profile, its block this exchange's
+        status and headers."""
         record_id = new_record_id()
         date = warc_date(capture.fetched_at)
         not_modified = capture.status == 304
         block = b"" if not_modified else _http_response_head(capture, _LENGTH_AS_RECEIVED)
-        revisit = warc_record(REVISIT, [
-            ("WARC-Record-ID", record_id),
-            ("WARC-Date", date),
-            ("WARC-Target-URI", capture.url),
+        revisit = warc_record(REVISIT, _ids(
+            record_id, date, capture.url,
             ("WARC-Refers-To", original.record_id),
             ("WARC-Profile", NOT_MODIFIED_PROFILE if not_modified else REVISIT_PROFILE),
             ("WARC-Refers-To-Target-URI", original.url),
             ("WARC-Refers-To-Date", warc_date(original.fetched_at)),
             ("WARC-Payload-Digest", original.payload_digest),
-        ], block, "response")
+        ), block, "response")
         records = [revisit, _request_record(capture, record_id, date)]
         if not_modified:
             # application/warc-fields, which replay tools do not index as a capture (an
             # application/http record at this URI would be replayed as the page).
             fields = b"".join(_line(k, v) for k, v in capture.response_headers)
-            records.append(warc_record("metadata", [
-                ("WARC-Record-ID", new_record_id()),
-                ("WARC-Date", date),
-                ("WARC-Target-URI", capture.url),
-                ("WARC-Concurrent-To", record_id),
-            ], fields, "", content_type="application/warc-fields"))
+            headers = _ids(new_record_id(), date, capture.url, ("WARC-Concurrent-To", record_id))
+            records.append(warc_record("metadata", headers, fields, "",
+                                       content_type="application/warc-fields"))
         offset, length = self._write(records)
         return StoredRecord(REVISIT, self._name, offset, length, record_id,
                             original.payload_digest, 0, capture.url)
@@ -684,8 +643,7 @@ def open_stored(root: Path, file: str) -> io.BufferedReader:
 
 
 def read_record(root: Path, file: str, offset: int, length: int | None = None) -> ReadRecord:
-    """The record at ``offset`` of ``file`` under ``root`` (read-only: safe beside a writer).
-
+    """The record at ``offset`` of ``file`` under ``root`` (read-only: safe beside a writer);
     ``RecordDamaged`` when it cannot be read: the file missing, shorter than the record
     (``length``, the index row's, when given), or its bytes not a WARC record."""
     with open_stored(root, file) as stream:
@@ -712,18 +670,13 @@ def check_digest(record: ReadRecord, file: str, offset: int, expected: str) -> N
     """``RecordDamaged`` (digest) unless ``record`` holds the payload its index row names: a
     response's bytes hash to ``expected``, a revisit names it."""
     named = record.warc_header("WARC-Payload-Digest")
+    wrong, found = named != expected, f"the record names {named}"
     if record.record_type == RESPONSE:
         actual = payload_digest(record.stored_payload)
-        if actual != expected or named != expected:
-            raise RecordDamaged(
-                DIGEST, file, offset,
-                f"{file}:{offset}: payload digest mismatch: indexed {expected}, the record's "
-                f"payload hashes to {actual}")
-    elif named != expected:
-        raise RecordDamaged(
-            DIGEST, file, offset,
-            f"{file}:{offset}: payload digest mismatch: indexed {expected}, the record "
-            f"names {named}")
+        wrong, found = wrong or actual != expected, f"the record's payload hashes to {actual}"
+    if wrong:
+        raise RecordDamaged(DIGEST, file, offset, f"{file}:{offset}: payload digest mismatch: "
+                            f"indexed {expected}, {found}")
 
 
 def _headers(headers: StatusAndHeaders | None) -> Headers:
