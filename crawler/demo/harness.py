@@ -29,7 +29,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -48,7 +47,10 @@ from crawler.sim.live import (
     evaluate_hints,
 )
 
-T = TypeVar("T")
+# A daemon's recorded fetches, plan in force and fallback count (``_recorded``); its sitemap
+# trust per (sitemap dates, classification) (``_sitemaps_and_trust``).
+Recorded = tuple[list[list[tuple[float, str]]], dict[str, float], int]
+Trust = dict[tuple[str, str], tuple[int, ...]]
 # The daemons each comparison runs side by side, and the settings that set them apart.
 ARMS: Mapping[str, Mapping[str, Mapping[str, str]]] = {
     "schedules": {"optimal": {"schedule": "optimal"}, "uniform": {"schedule": "uniform"}},
@@ -148,9 +150,7 @@ def with_database(url: str, name: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + name))
 
 
-def daemon_environment(
-    config: LiveConfig, db_url: str, arm: str, scratch: Path
-) -> dict[str, str]:
+def daemon_environment(config: LiveConfig, db_url: str, arm: str, scratch: Path) -> dict[str, str]:
     """The environment of one daemon: the caller's, without any ``CRAWLER_*`` setting of its
     own (a CRAWLER_PROCESSES there would change the deployment under test), plus ours."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
@@ -259,10 +259,8 @@ def true_pages(web: LiveWeb, demo: DemoWeb, started: float, until: float) -> lis
         spec = site.page(page.path)
         assert spec is not None
         times = observable_change_times(site, spec, until - demo.start_time)
-        pages.append(
-            TruePage(page.kind, page.change_rate_per_second, tuple(t + shift for t in times),
-                     page.lastmod)
-        )
+        pages.append(TruePage(page.kind, page.change_rate_per_second,
+                              tuple(t + shift for t in times), page.lastmod))
     return pages
 
 
@@ -280,18 +278,14 @@ async def _plan_in_force(conn: asyncpg.Connection) -> dict[str, float]:
         row = await conn.fetchval("SELECT to_jsonb(p) FROM plans p ORDER BY version DESC LIMIT 1")
         stored = json.loads(row) if row is not None else {}
     else:
-        stored = {r["key"]: r["value"] for r in await conn.fetch(
-            "SELECT key, value FROM planner_state"
-        )}
-    return {
-        key: float(stored[key]) for key in PLAN_FIGURES
-        if isinstance(stored.get(key), int | float)
-    }
+        rows = await conn.fetch("SELECT key, value FROM planner_state")
+        stored = {r["key"]: r["value"] for r in rows}
+    return {k: float(stored[k]) for k in PLAN_FIGURES if isinstance(stored.get(k), int | float)}
 
 
 async def _recorded(
     db_url: str, urls: list[str], started: float, fallback_rate_per_day: float
-) -> tuple[list[list[tuple[float, str]]], dict[str, float], int]:
+) -> Recorded:
     """Per URL, its recorded fetches (seconds since ``started``, outcome), in order; the
     planner's stored state; and how many URLs still carry the uniform fallback rate."""
     index = {url: i for i, url in enumerate(urls)}
@@ -315,25 +309,12 @@ async def _recorded(
     return fetches, state, int(fallback or 0)
 
 
-@dataclass(frozen=True, slots=True)
-class _Crawled:
-    """What a run leaves to read back per arm: the URLs in the web's page order, when the
-    crawl began (POSIX seconds), and every site's origin and sitemap dates (the
-    ``SitemapSpec.lastmod`` mode; None without a sitemap) in site order."""
-
-    urls: list[str]
-    started: float
-    origins: list[str]
-    lastmods: list[str | None]
-
-
 async def _run_arms(
-    config: LiveConfig,
-    maintenance_url: str,
-    collect: Callable[[str, _Crawled], Awaitable[T]],
-) -> tuple[LiveWeb, list[TruePage], dict[str, T]]:
+    config: LiveConfig, maintenance_url: str
+) -> tuple[list[TruePage], dict[str, Recorded], dict[str, tuple[float, Trust]]]:
     """Crawl the live web with every arm of ``config.compare``, each on a scratch database
-    (dropped at the end), and ``collect`` from each database what the caller reads back."""
+    (dropped at the end), and read back from each its fetches and planner state (``_recorded``)
+    and, in the hint comparison, its sitemap reads and trust (``_sitemaps_and_trust``)."""
     web = live_web(
         config.pages, config.hosts, horizon_seconds=config.seconds + 600.0, seed=config.seed,
         fastest_seconds=config.fastest_seconds, slowest_seconds=config.slowest_seconds,
@@ -381,30 +362,25 @@ async def _run_arms(
                 await seed(0)
                 started = await _crawl(envs, scratch, config.seconds, seed_the_rest)
                 pages = true_pages(web, demo, started, started + config.seconds)
-                crawled = _Crawled(
-                    urls, started, list(demo.origins),
-                    [site.sitemap.lastmod if site.sitemap else None for site in web.sites],
-                )
-            collected = {s: await collect(url, crawled) for s, url in urls_db.items()}
+                origins = list(demo.origins)
+            fallback_rate = SECONDS_PER_DAY / config.uniform_interval
+            recorded = {s: await _recorded(url, urls, started, fallback_rate)
+                        for s, url in urls_db.items()}
+            lastmods = [site.sitemap.lastmod if site.sitemap else None for site in web.sites]
+            sitemaps = {s: await _sitemaps_and_trust(url, origins, lastmods, config.seconds)
+                        for s, url in urls_db.items() if by_sitemap}
         finally:
             for name in names.values():
                 with contextlib.suppress(asyncpg.PostgresError):
                     await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             await admin.close()
-    return web, pages, collected
+    return pages, recorded, sitemaps
 
 
 async def run_live(config: LiveConfig, maintenance_url: str) -> LiveRun:
     """One harness run on a PostgreSQL server where scratch databases may be created (they
     are dropped at the end)."""
-    fallback_rate = SECONDS_PER_DAY / config.uniform_interval
-
-    async def collect(
-        url: str, crawled: _Crawled
-    ) -> tuple[list[list[tuple[float, str]]], dict[str, float], int]:
-        return await _recorded(url, crawled.urls, crawled.started, fallback_rate)
-
-    _, pages, recorded = await _run_arms(config, maintenance_url, collect)
+    pages, recorded, _ = await _run_arms(config, maintenance_url)
     evaluation = await asyncio.to_thread(
         evaluate, pages, {s: r[0] for s, r in recorded.items()}, config.shape()
     )
@@ -420,11 +396,12 @@ TEST_COUNTS = ("hits", "false_alarms", "misses", "quiet")
 
 
 async def _sitemaps_and_trust(
-    db_url: str, crawled: _Crawled, seconds: float
-) -> tuple[float, dict[tuple[str, str], tuple[int, ...]]]:
+    db_url: str, origins: list[str], lastmods: list[str | None], seconds: float
+) -> tuple[float, Trust]:
     """Sitemap reads a second over the run, and per (the site's sitemap dates, the stored
     classification of its ``lastmod`` source: "none" without a row) how many sites and the
-    sum of their tests (``TEST_COUNTS``)."""
+    sum of their tests (``TEST_COUNTS``). ``origins`` and ``lastmods`` (the
+    ``SitemapSpec.lastmod`` mode; None without a sitemap) are in site order."""
     conn = await asyncpg.connect(db_url)
     try:
         reads = await conn.fetchval("SELECT coalesce(sum(reads), 0) FROM sitemaps")
@@ -435,8 +412,8 @@ async def _sitemaps_and_trust(
     finally:
         await conn.close()
     stored = {r["origin"]: r for r in rows}
-    trust: dict[tuple[str, str], tuple[int, ...]] = {}
-    for origin, lastmod in zip(crawled.origins, crawled.lastmods, strict=True):
+    trust: Trust = {}
+    for origin, lastmod in zip(origins, lastmods, strict=True):
         row = stored.get(origin)
         key = (lastmod or "no sitemap", row["classification"] if row else "none")
         counts = (1, *(int(row[c]) if row else 0 for c in TEST_COUNTS))
@@ -450,21 +427,12 @@ async def run_hints(config: LiveConfig, maintenance_url: str) -> HintsRun:
     sitemap dates as evidence and the same daemon ignoring them, side by side."""
     if config.compare != "hints":
         raise ValueError("run_hints runs the hint comparison")
-    fallback_rate = SECONDS_PER_DAY / config.uniform_interval
-
-    async def collect(
-        url: str, crawled: _Crawled
-    ) -> tuple[list[list[tuple[float, str]]], float, dict[tuple[str, str], tuple[int, ...]]]:
-        fetches, _, _ = await _recorded(url, crawled.urls, crawled.started, fallback_rate)
-        reads, trust = await _sitemaps_and_trust(url, crawled, config.seconds)
-        return fetches, reads, trust
-
-    _, pages, collected = await _run_arms(config, maintenance_url, collect)
+    pages, recorded, sitemaps = await _run_arms(config, maintenance_url)
     evaluation = await asyncio.to_thread(
-        evaluate_hints, pages, {s: r[0] for s, r in collected.items()}, config.shape()
+        evaluate_hints, pages, {s: r[0] for s, r in recorded.items()}, config.shape()
     )
     return HintsRun(
         evaluation,
-        {s: r[1] for s, r in collected.items()},
-        {s: r[2] for s, r in collected.items()},
+        {s: r[0] for s, r in sitemaps.items()},
+        {s: r[1] for s, r in sitemaps.items()},
     )

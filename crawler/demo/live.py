@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from crawler.demo.processes import ChangeProcess, PeriodicProcess, PoissonProcess
 from crawler.demo.sites import PageSpec, SitemapSpec, SiteSpec
 
-KINDS = ("poisson", "periodic", "outage")
 # The sitemaps of the hint comparison, site k's the (k mod 6)-th: truthful dates on a third
 # of the sites, lies on another third (half dates at random, half the moment of reading), no
 # dates on the rest.
@@ -107,10 +106,8 @@ def live_web(
         real: ChangeProcess
         outages: tuple[tuple[float, float], ...] = ()
         if kind == "periodic":
-            period = _log_uniform(
-                rng, math.sqrt(fastest_seconds * slowest_seconds) / 10.0,
-                math.sqrt(fastest_seconds * slowest_seconds),
-            )
+            middle = math.sqrt(fastest_seconds * slowest_seconds)
+            period = _log_uniform(rng, middle / 10.0, middle)
             real = PeriodicProcess(
                 period_seconds=period,
                 phase_seconds=rng.random() * period,
@@ -135,8 +132,5 @@ def live_web(
     return LiveWeb(sites, tuple(described))
 
 
-def observable_change_times(site: SiteSpec, page: PageSpec, until_seconds: float) -> list[float]:
-    """Sorted instants in (0, until] at which what a fetch of the page would see changed:
-    its text rewritten while it is served, and its disappearances and returns (a text
-    rewritten while the page was away shows at its return)."""
-    return site.visible_change_times(page, until_seconds)
+# (site, page, until_seconds): the instants in (0, until] at which what a fetch sees changed.
+observable_change_times = SiteSpec.visible_change_times

@@ -9,11 +9,9 @@ any time, in any order, and tells one consistent story.
 
 from __future__ import annotations
 
-import bisect
 import math
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
@@ -34,11 +32,6 @@ class ChangeProcess(Protocol):
     def describe(self) -> dict[str, object]:
         """The process kind and parameters, as JSON-ready data for the truth endpoint."""
         ...
-
-
-def count_events(times: Sequence[float], at_seconds: float) -> int:
-    """How many of the sorted ``times`` are ``<= at_seconds``."""
-    return bisect.bisect_right(times, at_seconds)
 
 
 @lru_cache(maxsize=65536)
@@ -120,12 +113,7 @@ class PeriodicProcess:
         return times  # jitter < period keeps them sorted
 
     def describe(self) -> dict[str, object]:
-        return {
-            "kind": "periodic",
-            "period_seconds": self.period_seconds,
-            "phase_seconds": self.phase_seconds,
-            "jitter_seconds": self.jitter_seconds,
-        }
+        return {"kind": "periodic", **asdict(self)}
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import urljoin, urlsplit
 
-from crawler.demo.content import RenderedLink, content_etag, page_title, render_page, words
-from crawler.demo.processes import (
-    NEVER,
-    ChangeProcess,
-    PeriodicProcess,
-    PoissonProcess,
-    count_events,
-)
+from crawler.demo.content import RenderedLink, content_etag, page_title, render_page, sentence_text
+from crawler.demo.processes import NEVER, ChangeProcess, PeriodicProcess, PoissonProcess
 
 ALLOW_ALL_ROBOTS = "User-agent: *\nAllow: /\n"
 _SELF_HOST = "self.invalid"
@@ -186,6 +180,11 @@ class SiteSpec:
     def page_seed(self, page: PageSpec) -> str:
         return f"{self.name}:{page.seed or page.path}"
 
+    def _target(self, page: PageSpec, link: Link) -> PageSpec | None:
+        """The page of this site a link of ``page`` points to, if it is one."""
+        target = resolve_href(page.path, link.href)
+        return self._by_path.get(target) if target is not None else None
+
     def exists(self, path: str, t_seconds: float) -> bool:
         page = self._by_path.get(path)
         return page is not None and page.exists_at(t_seconds)
@@ -198,11 +197,9 @@ class SiteSpec:
         for link in page.links:
             if not link.active_at(t_seconds):
                 continue
-            target = resolve_href(page.path, link.href)
-            target_page = self._by_path.get(target) if target is not None else None
-            if target_page is not None and not target_page.exists_at(t_seconds):
-                continue
-            shown.append(link)
+            target_page = self._target(page, link)
+            if target_page is None or target_page.exists_at(t_seconds):
+                shown.append(link)
         return shown
 
     @cached_property
@@ -213,8 +210,7 @@ class SiteSpec:
             candidates: set[float] = set()
             for link in page.links:
                 candidates.update((link.since_seconds, link.until_seconds))
-                target = resolve_href(page.path, link.href)
-                target_page = self._by_path.get(target) if target is not None else None
+                target_page = self._target(page, link)
                 if target_page is not None:
                     candidates.update(target_page.presence_change_times())
             # The link list is constant between candidates: compare it at each candidate.
@@ -234,11 +230,8 @@ class SiteSpec:
         """Sorted instants in (creation, min(until, deletion)) at which the page's text was
         rewritten: its process's events and its link-list changes."""
         end = min(until_seconds, page.deleted_at_seconds)
-        times = {
-            t
-            for t in page.real.event_times(self.page_seed(page), end)
-            if page.created_at_seconds < t and t < page.deleted_at_seconds
-        }
+        times = {t for t in page.real.event_times(self.page_seed(page), end)
+                 if page.created_at_seconds < t and t < page.deleted_at_seconds}
         times.update(t for t in self._structure_change_times[page.path] if t <= end)
         return sorted(times)
 
@@ -252,7 +245,7 @@ class SiteSpec:
 
     def version_at(self, page: PageSpec, t_seconds: float) -> int:
         """Number of real changes at or before t."""
-        return count_events(self.real_change_times(page, t_seconds), t_seconds)
+        return len(self.real_change_times(page, t_seconds))
 
     def state_at(
         self,
@@ -276,20 +269,14 @@ class SiteSpec:
         ]
         seed = self.page_seed(page)
         html = render_page(
-            page_seed=seed,
-            site_name=self.name,
-            version=version,
-            cosmetic_version=cosmetic_version,
-            links=links,
+            page_seed=seed, site_name=self.name, version=version,
+            cosmetic_version=cosmetic_version, links=links,
             per_request_note=per_request_note if page.cosmetic_per_request else None,
         )
-        last_modified = real_times[-1] if real_times else page.created_at_seconds
         return PageState(
-            html=html,
-            version=version,
-            cosmetic_version=cosmetic_version,
+            html=html, version=version, cosmetic_version=cosmetic_version,
             etag=content_etag(seed, version, cosmetic_version),
-            last_modified_seconds=last_modified,
+            last_modified_seconds=real_times[-1] if real_times else page.created_at_seconds,
         )
 
     def visible_change_times(self, page: PageSpec, until_seconds: float) -> list[float]:
@@ -327,11 +314,10 @@ class SiteSpec:
     def _link_text(self, page: PageSpec, link: Link) -> str:
         if link.text is not None:
             return link.text
-        target = resolve_href(page.path, link.href)
-        target_page = self._by_path.get(target) if target is not None else None
+        target_page = self._target(page, link)
         if target_page is not None:
             return page_title(self.page_seed(target_page))
-        return " ".join(words(f"anchor:{link.href}", 3)).capitalize()
+        return sentence_text(f"anchor:{link.href}", 3)
 
     def graph_at(self, t_seconds: float) -> dict[str, list[str]]:
         """The site's link graph at t: for each existing page, the distinct same-site pages
@@ -411,10 +397,6 @@ def bfs_window(graph: Mapping[str, Sequence[str]], root_path: str, n: int) -> li
     return window
 
 
-# ---------------------------------------------------------------------------------------
-# Builders
-
-
 @dataclass(frozen=True)
 class _Mix:
     """How a builder assigns processes to pages."""
@@ -471,14 +453,8 @@ def poisson_site(
     if n_pages < 1:
         raise ValueError("n_pages must be >= 1")
     rng = random.Random(f"poisson_site:{name}:{seed}")
-    mix = _Mix(
-        mean_change_seconds,
-        spread,
-        periodic_fraction,
-        static_fraction,
-        cosmetic_fraction,
-        per_request_fraction,
-    )
+    mix = _Mix(mean_change_seconds, spread, periodic_fraction, static_fraction,
+               cosmetic_fraction, per_request_fraction)
     paths = ["/"] + [f"/page-{i}.html" for i in range(1, n_pages)]
     pages = []
     for i, path in enumerate(paths):
@@ -610,18 +586,12 @@ def evolving_site(
     mix = _Mix(mean_change_seconds or 1.0, cosmetic_fraction=0.0, per_request_fraction=0.0)
     pages = []
     for i in range(n_initial + n_created):
-        real: ChangeProcess = NEVER
-        if mean_change_seconds is not None:
-            real = mix.draw(rng)[0]
-        pages.append(
-            PageSpec(
-                path_of(i),
-                tuple([Link("/", text="Home")] if i else []) + tuple(links[i]),
-                real,
-                created_at_seconds=created_at.get(i, 0.0),
-                deleted_at_seconds=deleted_at.get(i, math.inf),
-            )
-        )
+        real = NEVER if mean_change_seconds is None else mix.draw(rng)[0]
+        home = [Link("/", text="Home")] if i else []
+        pages.append(PageSpec(
+            path_of(i), tuple(home + links[i]), real, created_at_seconds=created_at.get(i, 0.0),
+            deleted_at_seconds=deleted_at.get(i, math.inf),
+        ))
     return SiteSpec(name, tuple(pages))
 
 
@@ -631,14 +601,8 @@ def demo_sites(
     """Sites for ``make run``'s demo: log-normal mixes of fast and slow pages (a few periodic,
     a few static) so that changes show within a minute."""
     return [
-        poisson_site(
-            f"site-{k}",
-            pages_per_site,
-            seed=seed * 1000 + k,
-            mean_change_seconds=mean_change_seconds,
-            spread=1.2,
-            periodic_fraction=0.2,
-            static_fraction=0.1,
-        )
+        poisson_site(f"site-{k}", pages_per_site, seed=seed * 1000 + k,
+                     mean_change_seconds=mean_change_seconds, spread=1.2,
+                     periodic_fraction=0.2, static_fraction=0.1)
         for k in range(n_sites)
     ]

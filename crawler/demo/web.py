@@ -24,9 +24,7 @@ from types import TracebackType
 
 from aiohttp import web
 
-from crawler.demo.sites import SiteSpec, bfs_window, demo_sites
-
-__all__ = ["DemoWeb", "demo_sites", "http_date"]
+from crawler.demo.sites import SiteSpec, bfs_window
 
 _MAX_PORT_ATTEMPTS = 20
 _SHUTDOWN_TIMEOUT_SECONDS = 2.0
@@ -157,16 +155,8 @@ class DemoWeb:
     def urls(self, at: float | None = None) -> list[str]:
         """Every page URL that exists at ``at`` (default: now)."""
         t = self.site_seconds(at)
-        return [
-            self.origins[k] + page.path
-            for k, site in enumerate(self.sites)
-            for page in site.pages
-            if page.exists_at(t)
-        ]
-
-    def graph_at(self, site_index: int, at: float | None = None) -> dict[str, list[str]]:
-        """Site ``site_index``'s link graph (paths) at server time ``at``."""
-        return self.sites[site_index].graph_at(self.site_seconds(at))
+        return [self.origins[k] + page.path for k, site in enumerate(self.sites)
+                for page in site.pages if page.exists_at(t)]
 
     def window(self, site_index: int, n: int, at: float | None = None) -> list[str]:
         """The true page window (first n pages breadth first from the root), as URLs."""
@@ -198,8 +188,7 @@ class DemoWeb:
         index = self.origins.index(url[: url.index("/", len("http://"))])
         path = url[len(self.origins[index]):] or "/"
         site = self.sites[index]
-        if site.state_at(path, self.site_seconds(at), origin=self.origins[index],
-                         other_origin=self._other_origin(index)) is None:
+        if not site.exists(path, self.site_seconds(at)):
             return None
         served = [s for s in self._served.get((index, path), []) if s[0] <= at]
         if not served:
@@ -264,14 +253,10 @@ class DemoWeb:
         if request.path == "/__body__":
             return self._past_body(index, request, date)
         self._visits[(index, request.path)] += 1
+        visit = self._visits[(index, request.path)]
         state = site.state_at(
-            request.path,
-            t,
-            origin=self.origins[index],
-            other_origin=self._other_origin(index),
-            per_request_note=(
-                f"Rendered at {math.floor(now)} for visit {self._visits[(index, request.path)]}."
-            ),
+            request.path, t, origin=self.origins[index], other_origin=self._other_origin(index),
+            per_request_note=f"Rendered at {math.floor(now)} for visit {visit}.",
         )
         if state is None:
             return web.Response(
@@ -281,9 +266,7 @@ class DemoWeb:
         headers = {**date, "ETag": state.etag, "Last-Modified": http_date(last_modified)}
         if self._not_modified(request, state.etag, last_modified):
             return web.Response(status=304, headers=headers)
-        self._served.setdefault((index, request.path), []).append(
-            (now, self._visits[(index, request.path)])
-        )
+        self._served.setdefault((index, request.path), []).append((now, visit))
         return web.Response(
             text=state.html, content_type="text/html", charset="utf-8", headers=headers
         )

@@ -139,29 +139,26 @@ def choose_lifetime_model(observations: Sequence[PageObservation]) -> LifetimeMo
     """The fit to the crawler's observations when there are enough, else the paper's."""
     watched = [o for o in observations if o.span_days > 0]
     changed = sum(1 for o in watched if o.change_count > 0)
-    paper = f"Brewington & Cybenko's fit (shape {PAPER_SHAPE}, scale {PAPER_SCALE_DAYS} d)"
-    if len(watched) < MIN_FIT_PAGES or changed < MIN_FIT_CHANGED_PAGES:
+
+    def paper(why: str) -> LifetimeModel:
         return LifetimeModel(
-            PAPER_SHAPE,
-            PAPER_SCALE_DAYS,
-            None,
+            PAPER_SHAPE, PAPER_SCALE_DAYS, None, f"{why}: using Brewington & Cybenko's fit "
+            f"(shape {PAPER_SHAPE}, scale {PAPER_SCALE_DAYS} d)",
+        )
+
+    if len(watched) < MIN_FIT_PAGES or changed < MIN_FIT_CHANGED_PAGES:
+        return paper(
             f"too little data to fit ({len(watched)} pages watched over a span, {changed} "
-            f"with a change; need {MIN_FIT_PAGES} and {MIN_FIT_CHANGED_PAGES}): using {paper}",
+            f"with a change; need {MIN_FIT_PAGES} and {MIN_FIT_CHANGED_PAGES})"
         )
     try:
         fit = fit_lifetimes(watched)
     except ValueError as error:
-        return LifetimeModel(
-            PAPER_SHAPE, PAPER_SCALE_DAYS, None, f"the fit failed ({error}): using {paper}"
-        )
+        return paper(f"the fit failed ({error})")
     if not (math.isfinite(fit.shape) and math.isfinite(fit.scale_days) and fit.scale_days > 0):
-        return LifetimeModel(
-            PAPER_SHAPE, PAPER_SCALE_DAYS, None, f"the fit did not converge: using {paper}"
-        )
+        return paper("the fit did not converge")
     return LifetimeModel(
-        fit.shape,
-        fit.scale_days,
-        fit,
+        fit.shape, fit.scale_days, fit,
         f"fitted to this crawler's observations of {fit.pages_used} pages "
         f"({changed} with a detected change)",
         misfit=misfit_words(fit),

@@ -70,8 +70,7 @@ def _new_axes() -> tuple[Figure, Axes]:
 def _label(
     axes: Any, x: str, y: str, title: str, *, grid: str | None = "major", legend: str | None = None
 ) -> None:
-    """Axis labels and title, the faint grid, and the legend where there is one: every
-    figure's finish."""
+    """Every figure's finish: axis labels, title, the faint grid and the legend if any."""
     axes.set_xlabel(x)
     axes.set_ylabel(y)
     axes.set_title(title)
@@ -136,8 +135,7 @@ def _log_bins(values: FloatArray, count: int = 30) -> list[float]:
     low, high = float(values.min()), float(values.max())
     if equal_value(values) is not None:
         middle = float(np.median(values))
-        return [float(edge) for edge in np.geomspace(middle / math.sqrt(10.0),
-                                                     middle * math.sqrt(10.0), count + 1)]
+        low, high = middle / math.sqrt(10.0), middle * math.sqrt(10.0)
     return [float(edge) for edge in np.geomspace(low, high, count + 1)]
 
 
@@ -218,7 +216,6 @@ def lifetime_cdf_figure(
     shape: float | None = None,
     scale_days: float | None = None,
 ) -> Path | None:
-    """Draw :func:`draw_lifetime_cdf` to ``path`` (None: no intervals to draw)."""
     return _save(draw_lifetime_cdf(observations, shape=shape, scale_days=scale_days), path)
 
 
@@ -243,11 +240,8 @@ def draw_lifetime_cdf(
     ordered = np.sort(intervals)
     figure, axes = _new_axes()
     axes.step(
-        unit.of(ordered),
-        np.arange(1, ordered.size + 1) / ordered.size,
-        where="post",
-        label=f"observed ({ordered.size} intervals)",
-        color="black",
+        unit.of(ordered), np.arange(1, ordered.size + 1) / ordered.size, where="post",
+        label=f"observed ({ordered.size} intervals)", color="black",
     )
     if shape is not None and scale_days is not None and spans.size > 0:
         grid = np.geomspace(float(ordered[0]) / 2.0, float(spans.max()), _CDF_POINTS)
@@ -274,7 +268,6 @@ def mean_lifetime_figure(
     *,
     per_page_estimates_days: Sequence[float] = (),
 ) -> Path:
-    """Draw :func:`draw_mean_lifetime` to ``path``."""
     return _save_figure(
         draw_mean_lifetime(shape, scale_days, per_page_estimates_days=per_page_estimates_days),
         path,
@@ -319,7 +312,6 @@ def level_set_figure(
     beta_max_days: float | None = None,
     include_optimal: bool = True,
 ) -> Path:
-    """Draw :func:`draw_level_set` to ``path``."""
     return _save_figure(
         draw_level_set(shape, scale_days, alpha=alpha, beta_max_days=beta_max_days,
                        include_optimal=include_optimal),
@@ -359,12 +351,8 @@ def draw_level_set(
     axes.plot(unit.of(betas), unit.of(periods), color="tab:blue", label="uniform schedule")
     if include_optimal:
         optimal_betas = np.linspace(0.0, beta_max, _OPTIMAL_POINTS)
-        optimal = np.array(
-            [
-                capacity.optimal_required_period(alpha, float(b), shape, scale_days)
-                for b in optimal_betas
-            ]
-        )
+        optimal = np.array([capacity.optimal_required_period(alpha, float(b), shape, scale_days)
+                            for b in optimal_betas])
         axes.plot(
             unit.of(optimal_betas), unit.of(optimal), color="tab:green", linestyle="--",
             marker="o", markersize=3, label="optimal schedule (mean period)",
@@ -389,7 +377,6 @@ def hour_of_week(times_seconds: Sequence[float]) -> npt.NDArray[np.int64]:
 
 
 def change_arrivals_figure(times_seconds: Sequence[float], path: Path) -> Path | None:
-    """Draw :func:`draw_change_arrivals` to ``path`` (None: no changes)."""
     return _save(draw_change_arrivals(times_seconds), path)
 
 
@@ -412,7 +399,6 @@ def draw_change_arrivals(times_seconds: Sequence[float]) -> Figure | None:
 
 
 def change_rate_figure(change_rates_per_day: Sequence[float], path: Path) -> Path | None:
-    """Draw :func:`draw_change_rates` to ``path`` (None: no positive rates)."""
     return _save(draw_change_rates(change_rates_per_day), path)
 
 
@@ -427,7 +413,6 @@ def draw_change_rates(change_rates_per_day: Sequence[float]) -> Figure | None:
         return None
     figure, axes = _new_axes()
     _log_histogram(axes, rates, "tab:blue", "per day")
-
     _label(
         axes, "estimated change rate λ (changes per day)", "URLs",
         f"Estimated change rates ({rates.size} URLs)",
@@ -436,7 +421,6 @@ def draw_change_rates(change_rates_per_day: Sequence[float]) -> Figure | None:
 
 
 def revisit_interval_figure(intervals_days: Sequence[float], path: Path) -> Path | None:
-    """Draw :func:`draw_revisit_intervals` to ``path`` (None: no intervals)."""
     return _save(draw_revisit_intervals(intervals_days), path)
 
 
@@ -446,10 +430,8 @@ def draw_revisit_intervals(intervals_days: Sequence[float]) -> Figure | None:
     if intervals.size == 0:
         return None
     unit = time_unit_for(float(np.median(intervals)))
-    shown = unit.of(intervals)
     figure, axes = _new_axes()
-    _log_histogram(axes, shown, "tab:green", unit.name)
-
+    _log_histogram(axes, unit.of(intervals), "tab:green", unit.name)
     _label(
         axes, f"revisit interval 1/f chosen by the planner ({unit.name})", "URLs",
         f"Planned revisit intervals ({intervals.size} URLs)",

@@ -90,7 +90,6 @@ def _section(
 
 
 def data_uri(png: Path) -> str:
-    """The PNG file as a ``data:image/png;base64,…`` URI."""
     return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
 
 

@@ -55,9 +55,8 @@ from crawler.core.replan import replanned
 from crawler.core.schedule import timing_model
 from crawler.sim.hints import CHANGEFREQ_DAYS, HintWorld
 from crawler.sim.policies import Optimal, Policy, _random_phase
-from crawler.sim.populations import Population
+from crawler.sim.populations import FloatArray, Population
 
-FloatArray = NDArray[np.float64]
 SiteSource = tuple[int, int]
 
 
@@ -79,6 +78,12 @@ HintPolicyFactory = Callable[[Population, float, np.random.Generator, HintWorld]
 class NoHints(Optimal):
     """``Optimal``, deaf to hints."""
 
+    def __init__(
+        self, population: Population, budget_per_day: float, rng: np.random.Generator,
+        world: HintWorld,
+    ) -> None:
+        super().__init__(population, budget_per_day, rng)
+
     def on_hint(self, page: int, now_days: float, claimed_days: float) -> float | None:
         return None
 
@@ -87,19 +92,8 @@ class NoHints(Optimal):
 
 
 class _KeepsDueTimes(Optimal):
-    """``Optimal`` that keeps each page's due time: a hint fetches a page only when it is not
-    already due."""
-
-    due: list[float]
-
-    def initial_fetch_times(self) -> FloatArray:
-        times = super().initial_fetch_times()
-        self.due = times.tolist()
-        return times
-
-
-class TrustAll(_KeepsDueTimes):
-    """``Optimal``, and every announcement of a change after a page's last fetch fetches it."""
+    """``Optimal`` that keeps each page's due time (a hint fetches a page only when it is not
+    already due) and last fetch, and leaves the pages a hint fetched out of the prior's sample."""
 
     def __init__(
         self, population: Population, budget_per_day: float, rng: np.random.Generator,
@@ -110,12 +104,10 @@ class TrustAll(_KeepsDueTimes):
         self.hint_fetched = np.zeros(population.pages, dtype=bool)
         super().__init__(population, budget_per_day, rng)
 
-    def after_fetch(
-        self, page: int, now_days: float, changed: bool, last_change: float | None
-    ) -> float:
-        self.last_fetch[page] = now_days
-        self.due[page] = super().after_fetch(page, now_days, changed, last_change)
-        return self.due[page]
+    def initial_fetch_times(self) -> FloatArray:
+        times = super().initial_fetch_times()
+        self.due = times.tolist()
+        return times
 
     def on_day(self, now_days: float) -> Sequence[tuple[int, float]]:
         moved = super().on_day(now_days)
@@ -123,15 +115,26 @@ class TrustAll(_KeepsDueTimes):
             self.due[page] = due
         return moved
 
+    def prior_sample(self) -> NDArray[np.bool_]:
+        return ~self.hint_fetched
+
+
+class TrustAll(_KeepsDueTimes):
+    """``Optimal``, and every announcement of a change after a page's last fetch fetches it."""
+
+    def after_fetch(
+        self, page: int, now_days: float, changed: bool, last_change: float | None
+    ) -> float:
+        self.last_fetch[page] = now_days
+        self.due[page] = super().after_fetch(page, now_days, changed, last_change)
+        return self.due[page]
+
     def on_hint(self, page: int, now_days: float, claimed_days: float) -> float | None:
         if claimed_days <= self.last_fetch[page] or self.due[page] <= now_days:
             return None
         self.due[page] = now_days
         self.hint_fetched[page] = True
         return now_days
-
-    def prior_sample(self) -> NDArray[np.bool_]:
-        return ~self.hint_fetched
 
     def take_rescheduled(self) -> Sequence[tuple[int, float]]:
         return ()
@@ -156,9 +159,7 @@ class NutchSitemaps:
         for page, name in enumerate(world.changefreq_of_page):
             if name is not None:
                 self.declared[page] = self._clip(CHANGEFREQ_DAYS[name])
-        self.intervals = [
-            start if declared is None else declared for declared in self.declared
-        ]
+        self.intervals = [start if declared is None else declared for declared in self.declared]
         self.modified = [0.0] * population.pages
         self.lastmod: list[float | None] = [None] * population.pages
         self.rng = rng
@@ -239,21 +240,18 @@ class HintedOptimal(_KeepsDueTimes):
         self.counts = {key: HintCounts() for key in self.members}
         self.trust: dict[SiteSource, HintTrust] = dict.fromkeys(self.members, unknown)
         self.complete = np.zeros(pages, dtype=bool)
-        self.hint_fetched = np.zeros(pages, dtype=bool)
         self.claimed: list[list[float]] = [[] for _ in range(pages)]
         self.newest_claim = [-math.inf] * pages
         self.announced = [0] * pages
-        self.last_fetch = [0.0] * pages
         self.hinted_since: list[float | None] = [None] * pages
         # A fetch interval awaiting its test: (start, end, changed, the model's p₀).
         self.untested: list[tuple[float, float, bool, float] | None] = [None] * pages
-        self.due: list[float] = []
         self.today = 0.0
         self.pending: list[tuple[int, float]] = []
         # p's draws come from their own stream, so that with every source distrusted the run
         # is ``no-hints``' to the last fetch.
         self.hint_rng = np.random.default_rng([world.seed, 4])
-        super().__init__(population, budget_per_day, rng)
+        super().__init__(population, budget_per_day, rng, world)
 
     # What the simulator calls.
 
@@ -328,10 +326,7 @@ class HintedOptimal(_KeepsDueTimes):
 
     def on_day(self, now_days: float) -> Sequence[tuple[int, float]]:
         self.today = now_days
-        moved = super().on_day(now_days)
-        for page, due in moved:
-            self.due[page] = due
-        return moved
+        return super().on_day(now_days)
 
     def take_rescheduled(self) -> Sequence[tuple[int, float]]:
         pending, self.pending = self.pending, []
@@ -342,9 +337,6 @@ class HintedOptimal(_KeepsDueTimes):
     def replannable(self) -> NDArray[np.bool_]:
         return ~self.complete
 
-    def prior_sample(self) -> NDArray[np.bool_]:
-        return ~self.hint_fetched
-
     def _solve_mu(self) -> None:
         policy = self.policy
         if policy.settings.objective not in OBSERVED_OBJECTIVES or not self.complete.any():
@@ -354,14 +346,9 @@ class HintedOptimal(_KeepsDueTimes):
         for page in np.flatnonzero(self.complete).tolist():
             rates[page] = self._complete_rate(page, self.today)
         mu = solve_observed(
-            rates,
-            1.0,
-            self.complete,
-            self.budget_per_day,
-            policy.settings.objective,
+            rates, 1.0, self.complete, self.budget_per_day, policy.settings.objective,
             min_interval_days=self.min_intervals,
-            max_interval_days=policy.settings.max_interval / SECONDS_PER_DAY,
-            mu_hint=policy.mu,
+            max_interval_days=policy.settings.max_interval / SECONDS_PER_DAY, mu_hint=policy.mu,
         ).mu
         self.policy = replace(policy, mu=mu)
 
@@ -458,14 +445,8 @@ class HintedOptimal(_KeepsDueTimes):
         return timing_model(self.records[page], self.policy) is None
 
 
-def no_hints(
-    population: Population, budget_per_day: float, rng: np.random.Generator, world: HintWorld
-) -> HintPolicy:
-    return NoHints(population, budget_per_day, rng)
-
-
 HINT_POLICIES: dict[str, HintPolicyFactory] = {
-    "no-hints": no_hints,
+    "no-hints": NoHints,
     "nutch-sitemaps": NutchSitemaps,
     "trust-all": TrustAll,
     "optimal": HintedOptimal,

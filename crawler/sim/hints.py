@@ -31,14 +31,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from numpy.typing import NDArray
 
-from crawler.sim.populations import Population
+from crawler.sim.populations import MINUTE_DAYS, Population, poisson_times
 
-FloatArray = NDArray[np.float64]
 HintMode = Literal["accurate", "lying-now", "random"]
 HINT_MODES: tuple[HintMode, ...] = ("accurate", "lying-now", "random")
-MINUTE_DAYS = 1.0 / 1440.0
 DEFAULT_DELAY_DAYS = 5.0 * MINUTE_DAYS
 SITE_PAGES = 100
 
@@ -201,11 +198,11 @@ def build_hint_world(
                 population.offsets[page] : population.offsets[page + 1]
             ]
             kept = changes[rng.random(changes.size) >= spec.miss_rate]
-            false = _poisson_instants(rng, spec.false_positive_rate * rate, days)
+            false = poisson_times(rng, spec.false_positive_rate * rate, days)
             claimed = np.concatenate([kept, false])
         elif spec.mode == "random":
             changefreq.append(LYING_CHANGEFREQ)
-            claimed = _poisson_instants(rng, rate, days)
+            claimed = poisson_times(rng, rate, days)
         else:
             changefreq.append(LYING_CHANGEFREQ)
             continue
@@ -218,10 +215,3 @@ def build_hint_world(
         tuple(specs), tuple(site_of_page), tuple(source_of_page), tuple(changefreq),
         tuple(events), days, seed,
     )
-
-
-def _poisson_instants(rng: np.random.Generator, rate_per_day: float, days: float) -> FloatArray:
-    if rate_per_day <= 0.0:
-        return np.zeros(0)
-    count = rng.poisson(rate_per_day * days)
-    return np.sort(rng.random(count) * days)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -18,10 +19,12 @@ from crawler.core import freshness as analytic
 from crawler.core import plan
 from crawler.core.model import SECONDS_PER_DAY, Outcome
 from crawler.sim.groundtruth import Measured, collection_metrics, page_metrics
-from crawler.sim.policies import Optimal, Policy
+from crawler.sim.policies import Optimal
 from crawler.sim.populations import Population, from_pages
 from crawler.sim.simulator import simulate_windows
 
+# Per page, a daemon's recorded fetches: (seconds since the crawl began, outcome), sorted.
+Fetches = Sequence[Sequence[tuple[float, str]]]
 # A fetch that told what the server held then: the page, unchanged, or its absence.
 OBSERVING_OUTCOMES = frozenset({Outcome.OK, Outcome.NOT_MODIFIED, Outcome.GONE})
 
@@ -98,16 +101,11 @@ class LiveEvaluation:
         return (live - uniform) / (oracle - uniform)
 
 
-def _fetch_rate(fetches: Sequence[tuple[float, str]], start: float, end: float) -> int:
-    return sum(1 for at, _ in fetches if start <= at < end)
-
-
 class _Measured:
     """A daemon's per-page figures after the warm-up: true freshness and age from the
     observing fetches, and every attempt for the fetch rate."""
 
-    def __init__(self, pages: Sequence[TruePage],
-                 fetches: Sequence[Sequence[tuple[float, str]]], shape: RunShape) -> None:
+    def __init__(self, pages: Sequence[TruePage], fetches: Fetches, shape: RunShape) -> None:
         start, end = shape.warmup_seconds, shape.seconds
         self.shape = shape
         self.measured: list[Measured] = []
@@ -115,7 +113,7 @@ class _Measured:
         for page, page_fetches in zip(pages, fetches, strict=True):
             seen = [at for at, outcome in page_fetches if outcome in OBSERVING_OUTCOMES]
             self.measured.append(page_metrics(page.change_times, seen, start, end, origin=0.0))
-            self.counts.append(_fetch_rate(page_fetches, start, end))
+            self.counts.append(sum(1 for at, _ in page_fetches if start <= at < end))
 
     def figures(self, indexes: Sequence[int]) -> Figures:
         if not indexes:
@@ -125,14 +123,9 @@ class _Measured:
         return Figures(rate, metrics.freshness, metrics.age)
 
 
-def live_row(
-    label: str,
-    pages: Sequence[TruePage],
-    fetches: Sequence[Sequence[tuple[float, str]]],
-    shape: RunShape,
-) -> Row:
-    """A daemon's figures from its recorded fetches ((seconds, outcome) per page, sorted):
-    every attempt counts towards the fetch rate, the observing ones towards freshness."""
+def live_row(label: str, pages: Sequence[TruePage], fetches: Fetches, shape: RunShape) -> Row:
+    """A daemon's figures from its recorded fetches: every attempt counts towards the fetch
+    rate, the observing ones towards freshness."""
     measured = _Measured(pages, fetches, shape)
     poisson = [i for i, page in enumerate(pages) if page.kind == "poisson"]
     return Row(label, measured.figures(range(len(pages))), measured.figures(poisson))
@@ -154,22 +147,15 @@ def simulated_row(label: str, policy_name: str, pages: Sequence[TruePage],
     """The simulator on the same pages at the budget, re-planning at the planner's interval
     with the daemons' interval bounds. Freshness and age over the whole collection only: the
     simulator integrates the collection, not pages."""
-
-    def as_the_daemon(pop: Population, budget: float, rng: np.random.Generator) -> Policy:
-        return Optimal(
-            pop, budget, rng,
-            max_interval_days=shape.max_interval_seconds / SECONDS_PER_DAY,
-            shortest_interval_days=shape.min_interval_seconds / SECONDS_PER_DAY,
-            refit_prior_each_round=True,
-        )
-
+    as_the_daemon = partial(
+        Optimal, max_interval_days=shape.max_interval_seconds / SECONDS_PER_DAY,
+        shortest_interval_days=shape.min_interval_seconds / SECONDS_PER_DAY,
+        refit_prior_each_round=True,
+    )
+    days = shape.seconds / SECONDS_PER_DAY
     result = simulate_windows(
-        population(pages, shape),
-        policy_name,
-        days=shape.seconds / SECONDS_PER_DAY,
-        budget_per_day=shape.budget_per_day,
-        windows=((shape.warmup_seconds / SECONDS_PER_DAY, shape.seconds / SECONDS_PER_DAY),),
-        seed=seed,
+        population(pages, shape), policy_name, days=days, budget_per_day=shape.budget_per_day,
+        windows=((shape.warmup_seconds / SECONDS_PER_DAY, days),), seed=seed,
         replan_days=shape.planner_interval_seconds / SECONDS_PER_DAY,
         factory=as_the_daemon if policy_name == "optimal" else None,
     )[0]
@@ -208,9 +194,7 @@ def analytic_figures(
 
 
 def evaluate(
-    pages: Sequence[TruePage],
-    fetches: Mapping[str, Sequence[Sequence[tuple[float, str]]]],
-    shape: RunShape,
+    pages: Sequence[TruePage], fetches: Mapping[str, Fetches], shape: RunShape
 ) -> LiveEvaluation:
     """The harness's table from ``fetches["optimal"]`` and ``fetches["uniform"]``."""
     live_optimal = live_row("live optimal", pages, fetches["optimal"], shape)
@@ -225,10 +209,7 @@ def evaluate(
     uniform_at_optimal = analytic_figures(poisson_rates, optimal_rate, shape, optimal=False)
     uniform_at_uniform = analytic_figures(poisson_rates, uniform_rate, shape, optimal=False)
     rows = (
-        live_optimal,
-        live_uniform,
-        simulated_optimal,
-        simulated_uniform,
+        live_optimal, live_uniform, simulated_optimal, simulated_uniform,
         Row("oracle at live optimal's rate", NONE, oracle),
         Row("uniform at live optimal's rate", NONE, uniform_at_optimal),
         Row("uniform at live uniform's rate", NONE, uniform_at_uniform),
@@ -247,8 +228,16 @@ def evaluate(
     )
 
 
-def _cell(value: float | None, width: int, digits: int) -> str:
-    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
+def _cell(value: float | None, width: int, digits: int, sign: str = "") -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{sign}{width}.{digits}f}"
+
+
+def _cells(figures: Figures) -> str:
+    return (_cell(figures.fetches_per_second, 9, 2) + _cell(figures.freshness, 8, 3)
+            + _cell(figures.age_seconds, 9, 1))
+
+
+_COLUMNS = f"{'fetch/s':>9}{'fresh':>8}{'age s':>9}"
 
 
 def format_table(evaluation: LiveEvaluation) -> str:
@@ -258,17 +247,9 @@ def format_table(evaluation: LiveEvaluation) -> str:
         f"{'':32}{'all ' + str(evaluation.pages) + ' pages':^26}"
         f"{'Poisson ' + str(evaluation.poisson_pages) + ' pages':^26}"
     )
-    columns = f"{'schedule':32}" + f"{'fetch/s':>9}{'fresh':>8}{'age s':>9}" * 2
-    lines = [head, columns]
+    lines = [head, f"{'schedule':32}" + _COLUMNS * 2]
     for row in evaluation.rows:
-        cells = ""
-        for figures in (row.everything, row.poisson):
-            cells += (
-                _cell(figures.fetches_per_second, 9, 2)
-                + _cell(figures.freshness, 8, 3)
-                + _cell(figures.age_seconds, 9, 1)
-            )
-        lines.append(f"{row.label:32}{cells}")
+        lines.append(f"{row.label:32}{_cells(row.everything)}{_cells(row.poisson)}")
     budget = evaluation.budget_per_second
     optimal = evaluation.live_optimal.everything.fetches_per_second or 0.0
     uniform = evaluation.live_uniform.everything.fetches_per_second or 0.0
@@ -314,9 +295,7 @@ class HintEvaluation:
 
 
 def evaluate_hints(
-    pages: Sequence[TruePage],
-    fetches: Mapping[str, Sequence[Sequence[tuple[float, str]]]],
-    shape: RunShape,
+    pages: Sequence[TruePage], fetches: Mapping[str, Fetches], shape: RunShape
 ) -> HintEvaluation:
     """Every arm's true figures over all pages and per group of sitemap dates."""
     members = [
@@ -339,16 +318,9 @@ def format_hint_table(evaluation: HintEvaluation) -> str:
     width = 2 + max(len(f"{arm} - {evaluation.arms[-1][0]}") for arm, _ in evaluation.arms)
     head = f"{'':{width}}" + "".join(
         f"{f'{name} ({count})':^26}" for name, count in evaluation.groups)
-    columns = f"{'arm':{width}}" + f"{'fetch/s':>9}{'fresh':>8}{'age s':>9}" * len(
-        evaluation.groups)
-    lines = [head, columns]
+    lines = [head, f"{'arm':{width}}" + _COLUMNS * len(evaluation.groups)]
     for arm, figures in evaluation.arms:
-        cells = "".join(
-            _cell(f.fetches_per_second, 9, 2) + _cell(f.freshness, 8, 3)
-            + _cell(f.age_seconds, 9, 1)
-            for f in figures
-        )
-        lines.append(f"{arm:{width}}{cells}")
+        lines.append(f"{arm:{width}}{''.join(_cells(f) for f in figures)}")
     last, b = evaluation.arms[-1]
     for arm, a in evaluation.arms[:-1]:
         cells = ""
@@ -360,6 +332,4 @@ def format_hint_table(evaluation: HintEvaluation) -> str:
 
 
 def _difference(x: float | None, y: float | None, width: int, digits: int) -> str:
-    if x is None or y is None:
-        return f"{'-':>{width}}"
-    return f"{x - y:>+{width}.{digits}f}"
+    return _cell(None if x is None or y is None else x - y, width, digits, sign="+")

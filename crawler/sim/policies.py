@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -18,11 +19,8 @@ from crawler.core.estimate import DEFAULT_PRIOR, fit_gamma_prior
 from crawler.core.model import SECONDS_PER_DAY
 from crawler.core.replan import moved_urls, policy_moved, replanned
 from crawler.core.schedule import SchedulePolicy, estimated_rate_per_day, min_interval_days
-from crawler.sim.populations import Population
+from crawler.sim.populations import FloatArray, Population
 from crawler.sim.step import first_record, sim_settings, simulated_fetch, simulated_result
-
-FloatArray = NDArray[np.float64]
-MINUTE_DAYS = 1.0 / 1440.0
 
 
 class Policy(Protocol):
@@ -93,20 +91,18 @@ def oracle(population: Population, budget_per_day: float, rng: np.random.Generat
 
 
 class _MultiplicativePolicy(_IntervalPolicy):
-    """Adaptive intervals: shrink after a change, grow otherwise, within bounds."""
+    """Adaptive intervals from the uniform one: shrink after a change, grow otherwise, within
+    bounds."""
+
+    min_interval_days: float
+    max_interval_days: float
 
     def __init__(
-        self,
-        pages: int,
-        start_interval_days: float,
-        min_interval_days: float,
-        max_interval_days: float,
-        rng: np.random.Generator,
+        self, population: Population, budget_per_day: float, rng: np.random.Generator
     ) -> None:
-        start = min(max(start_interval_days, min_interval_days), max_interval_days)
-        super().__init__(np.full(pages, start), rng)
-        self.min_interval_days = min_interval_days
-        self.max_interval_days = max_interval_days
+        start = population.pages / budget_per_day
+        start = min(max(start, self.min_interval_days), self.max_interval_days)
+        super().__init__(np.full(population.pages, start), rng)
 
     def shrink(self, interval_days: float) -> float:
         raise NotImplementedError
@@ -121,6 +117,9 @@ class _MultiplicativePolicy(_IntervalPolicy):
 
 class _Nutch(_MultiplicativePolicy):
     # Apache Nutch AdaptiveFetchSchedule: DEC_FACTOR 0.2, INC_FACTOR 0.4.
+    min_interval_days = 60.0 / 86400.0
+    max_interval_days = 365.0
+
     def shrink(self, interval_days: float) -> float:
         return interval_days * 0.8
 
@@ -130,25 +129,14 @@ class _Nutch(_MultiplicativePolicy):
 
 class _StormCrawler(_MultiplicativePolicy):
     # StormCrawler AdaptiveScheduler: halfway toward the minimum after a change, ×1.5 otherwise.
+    min_interval_days = 1.0 / 24.0
+    max_interval_days = 14.0
+
     def shrink(self, interval_days: float) -> float:
         return interval_days - (interval_days - self.min_interval_days) / 2.0
 
     def grow(self, interval_days: float) -> float:
         return interval_days * 1.5
-
-
-def nutch_adaptive(
-    population: Population, budget_per_day: float, rng: np.random.Generator
-) -> Policy:
-    start = population.pages / budget_per_day
-    return _Nutch(population.pages, start, 60.0 / 86400.0, 365.0, rng)
-
-
-def stormcrawler_adaptive(
-    population: Population, budget_per_day: float, rng: np.random.Generator
-) -> Policy:
-    start = population.pages / budget_per_day
-    return _StormCrawler(population.pages, start, 1.0 / 24.0, 14.0, rng)
 
 
 class Optimal:
@@ -274,14 +262,10 @@ class Optimal:
         """The planner's round: μ such that the stored rates' fetch rates fill the budget."""
         policy = self.policy
         mu = plan.solve_mu(
-            self.rates,
-            1.0,
-            self.budget_per_day,
-            policy.settings.objective,
+            self.rates, 1.0, self.budget_per_day, policy.settings.objective,
             beta_days=policy.settings.beta_seconds / SECONDS_PER_DAY,
             min_interval_days=self.min_intervals,
-            max_interval_days=policy.settings.max_interval / SECONDS_PER_DAY,
-            mu_hint=policy.mu,
+            max_interval_days=policy.settings.max_interval / SECONDS_PER_DAY, mu_hint=policy.mu,
         ).mu
         self.policy = replace(policy, mu=mu)
 
@@ -306,22 +290,12 @@ class Optimal:
             )
 
 
-def optimal(population: Population, budget_per_day: float, rng: np.random.Generator) -> Policy:
-    return Optimal(population, budget_per_day, rng)
-
-
-def optimal_poisson(
-    population: Population, budget_per_day: float, rng: np.random.Generator
-) -> Policy:
-    return Optimal(population, budget_per_day, rng, detect_periods=False)
-
-
-POLICIES = {
+POLICIES: dict[str, PolicyFactory] = {
     "uniform": uniform,
     "proportional": proportional,
-    "nutch-adaptive": nutch_adaptive,
-    "stormcrawler-adaptive": stormcrawler_adaptive,
+    "nutch-adaptive": _Nutch,
+    "stormcrawler-adaptive": _StormCrawler,
     "oracle": oracle,
-    "optimal": optimal,
-    "optimal-poisson": optimal_poisson,
+    "optimal": Optimal,
+    "optimal-poisson": partial(Optimal, detect_periods=False),
 }

@@ -40,7 +40,9 @@ def _pack(name: str, rates: FloatArray, per_page: list[FloatArray], kinds: list[
     return Population(name, rates, flat.astype(np.float64), offsets, tuple(kinds))
 
 
-def _poisson_times(rng: np.random.Generator, rate_per_day: float, days: float) -> FloatArray:
+def poisson_times(rng: np.random.Generator, rate_per_day: float, days: float) -> FloatArray:
+    if rate_per_day <= 0.0:
+        return np.zeros(0)
     count = rng.poisson(rate_per_day * days)
     return np.sort(rng.random(count) * days)
 
@@ -51,7 +53,7 @@ def brewington(pages: int, days: float, rng: np.random.Generator) -> Population:
     Brewington & Cybenko 2000, the lifetime fit (docs/MODEL.md section 5 reference table).
     """
     rates = 1.0 / (152.2 * rng.weibull(1.4, pages))
-    per_page = [_poisson_times(rng, float(rate), days) for rate in rates]
+    per_page = [poisson_times(rng, float(rate), days) for rate in rates]
     return _pack("brewington", rates, per_page, ["poisson"] * pages)
 
 
@@ -98,7 +100,7 @@ def wolf(pages: int, days: float, rng: np.random.Generator) -> Population:
     kinds: list[str] = []
     for rate, draw in zip(rates.tolist(), kind_draw.tolist(), strict=True):
         if draw < 0.6:
-            per_page.append(_poisson_times(rng, rate, days))
+            per_page.append(poisson_times(rng, rate, days))
             kinds.append("poisson")
         elif draw < 0.9:
             per_page.append(_pareto_renewal(rng, rate, days))
@@ -140,10 +142,8 @@ def grimes(pages: int, days: float, rng: np.random.Generator) -> Population:
             rates[index] = 24.0
             kinds.append("hourly")
         elif draw < 0.4:
-            phase = rng.random()
-            times = (
-                phase + np.arange(int(days) + 1) + rng.normal(0.0, 3.0 * MINUTE_DAYS, int(days) + 1)
-            )
+            slots = int(days) + 1
+            times = rng.random() + np.arange(slots) + rng.normal(0.0, 3.0 * MINUTE_DAYS, slots)
             rates[index] = 1.0
             kinds.append("daily")
         else:
@@ -151,7 +151,7 @@ def grimes(pages: int, days: float, rng: np.random.Generator) -> Population:
             rate = 1.0 / mean_interval_days
             # Thinning: candidates at the peak intensity, kept with profile / peak.
             peak = _WORKING_FACTOR * rate / _MEAN_PROFILE
-            candidates = _poisson_times(rng, peak, days)
+            candidates = poisson_times(rng, peak, days)
             keep = np.where(_in_working_hours(candidates), 1.0, 1.0 / _WORKING_FACTOR)
             times = candidates[rng.random(candidates.size) < keep]
             rates[index] = rate

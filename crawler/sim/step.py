@@ -32,9 +32,8 @@ if TYPE_CHECKING:  # checked field by field, as dataclasses.replace is
 else:
     from crawler.core.model import replace_record
 
-_SETTINGS = default_settings()
 # Text bodies are compared by exact hash; the threshold is passed as the worker does.
-SIMHASH_THRESHOLD_BITS = _SETTINGS.simhash_threshold
+SIMHASH_THRESHOLD_BITS = default_settings().simhash_threshold
 _HOST = HostContext(HostHealth(), delay_seconds=0.0, next_request_at=0.0)
 # What the HTTP edge names a simulated failure (an HTTP error is simulated without a status,
 # so without its ``http_<status>`` kind).
@@ -55,20 +54,13 @@ def sim_settings(**overrides: Any) -> Settings:
 
 
 def page_body(version: int) -> bytes:
-    """The simulated page's content at a version: differs exactly when the page changed."""
+    """Differs exactly when the page changed."""
     return b"version %d" % version
 
 
 def first_record(page: int) -> UrlRecord:
     """A page whose copy (version 0) was fetched at time 0: the simulator's starting state."""
-    first = FetchResult(
-        fetched_at=0.0,
-        duration_seconds=0.0,
-        outcome=OK,
-        status=200,
-        body=page_body(0),
-        content_type="text/plain",
-    )
+    first = replace_record(_ANSWER, body=page_body(0))
     record = UrlRecord(url_id=page, url=f"sim://{page}")
     return updated_record(record, first, observe(record, first, SIMHASH_THRESHOLD_BITS))
 
