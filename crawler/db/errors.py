@@ -45,13 +45,11 @@ _reported: set[tuple[str, str]] = set()
 
 def cancelling() -> bool:
     """Whether the current task is being cancelled. Ask it where a database error is caught
-    and the work goes on.
-
-    A cancellation can come back as a database error: asyncpg answers it by rolling back, and
-    the server may act on the cancel request late, failing that ROLLBACK, so the next statement
-    (an unlock in a ``finally``) fails with "current transaction is aborted". A loop that then
-    catches the error as a passing condition has swallowed its own cancellation, and sleeps
-    through the daemon's shutdown."""
+    and the work goes on: a cancellation can come back as one. asyncpg answers it by rolling
+    back, and the server may act on the cancel request late, failing that ROLLBACK, so the
+    next statement (an unlock in a ``finally``) fails with "current transaction is aborted".
+    A loop that then catches the error as a passing condition has swallowed its own
+    cancellation, and sleeps through the daemon's shutdown."""
     try:
         task = asyncio.current_task()
     except RuntimeError:  # no running loop: nothing to cancel

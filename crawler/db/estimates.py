@@ -1,11 +1,9 @@
 """The frontier's gauges without counting whole tables: PostgreSQL's own row estimates.
 
 A count over 10^7 URLs every 30 s in every daemon is real load for a dashboard figure. Above
-``EXACT_BELOW_ROWS`` rows each figure is the row estimate the query planner would use
-(``EXPLAIN``: statistics kept by ANALYZE/autovacuum); below it, small tables are counted
-exactly, since their statistics may be missing or stale and counting them is cheap. One
-daemon per fleet samples (``fleet_claim``) and stores the figures in ``planner_state``; every
-daemon publishes the stored figures.
+``EXACT_BELOW_ROWS`` rows each figure is the query planner's row estimate (``EXPLAIN``);
+small tables are counted exactly, as their statistics may be missing or stale. One daemon
+per fleet samples and stores the figures in ``planner_state``; every daemon publishes them.
 """
 
 from __future__ import annotations
@@ -41,21 +39,17 @@ class FrontierFigures:
         """The figures as planner_state rows (key, value)."""
         values = {f"state:{s}": float(n) for s, n in self.urls_by_state.items()}
         values.update(
-            due_now=self.due_now,
-            due_paused=self.due_paused,
-            most_overdue_seconds=self.most_overdue_seconds,
-            hosts_leased=self.hosts_leased,
-            hosts_in_backoff=self.hosts_in_backoff,
-            hosts_circuit_open=self.hosts_circuit_open,
+            due_now=self.due_now, due_paused=self.due_paused,
+            most_overdue_seconds=self.most_overdue_seconds, hosts_leased=self.hosts_leased,
+            hosts_in_backoff=self.hosts_in_backoff, hosts_circuit_open=self.hosts_circuit_open,
             estimated=float(self.estimated),
         )
         return {FIGURE_PREFIX + k: float(v) for k, v in values.items()}
 
     @classmethod
     def from_state(cls, state: dict[str, float]) -> FrontierFigures | None:
-        figures = {
-            k[len(FIGURE_PREFIX) :]: v for k, v in state.items() if k.startswith(FIGURE_PREFIX)
-        }
+        figures = {k.removeprefix(FIGURE_PREFIX): v for k, v in state.items()
+                   if k.startswith(FIGURE_PREFIX)}
         if "due_now" not in figures:
             return None
         return cls(
@@ -84,11 +78,9 @@ def _distributed_job(node: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def plan_rows(explained: list[dict[str, Any]]) -> int:
-    """The row estimate of an ``EXPLAIN (FORMAT JSON)``.
-
-    On Citus the coordinator's node carries a placeholder (always 100,000) and the real
-    estimates are the shards': those shown (one of N by default) are scaled to all N, the
-    shards of a hash-distributed table holding about as many rows each."""
+    """The row estimate of an ``EXPLAIN (FORMAT JSON)``. On Citus the coordinator's node
+    carries a placeholder (always 100,000) and the real estimates are the shards': those shown
+    (one of N by default) are scaled to all N, each shard holding about as many rows."""
     top = explained[0]["Plan"]
     job = _distributed_job(top)
     if job is None or not job.get("Tasks"):
@@ -104,17 +96,14 @@ async def estimated_rows(conn: asyncpg.Connection | asyncpg.Pool, query: str, *a
 
 
 async def urls_due_paused(conn: asyncpg.Connection | asyncpg.Pool) -> int:
-    """Due URLs of paused hosts: exact up to PAUSED_DUE_COUNTED_UP_TO, estimated beyond.
-
-    An operator's pause is no backlog, so these are kept out of "due now" and shown apart;
-    they are counted host by host from the paused hosts (few), never found by walking the
-    due URLs of every host."""
+    """Due URLs of paused hosts (no backlog: kept out of "due now"), exact up to
+    PAUSED_DUE_COUNTED_UP_TO, estimated beyond; counted host by host from the few paused
+    hosts, never found by walking the due URLs of every host."""
     paused = [r["id"] for r in await conn.fetch(QUERIES["paused_host_ids"])]
     if not paused:
         return 0
-    counted = int(await conn.fetchval(
-        QUERIES["urls_due_paused"], paused, PAUSED_DUE_COUNTED_UP_TO
-    ))
+    counted = int(await conn.fetchval(QUERIES["urls_due_paused"], paused,
+                                      PAUSED_DUE_COUNTED_UP_TO))
     if counted < PAUSED_DUE_COUNTED_UP_TO:
         return counted
     return max(counted, await estimated_rows(conn, QUERIES["estimate_urls_due_paused"], paused))
@@ -144,9 +133,7 @@ async def frontier_figures(
             health["in_backoff"], health["circuit_open"], estimated=False,
             due_paused=paused_due,
         )
-    # Here, not at the top: the schema module loads SQLAlchemy, which `crawler status` (this
-    # module's other user) does not need.
-    from crawler.db.schema import URL_STATES  # heavy: sqlalchemy, for its table of states
+    from crawler.db.schema import URL_STATES  # heavy: sqlalchemy, which `crawler status` skips
 
     states = {
         state: await estimated_rows(conn, QUERIES["estimate_urls_in_state"], state)
@@ -158,9 +145,8 @@ async def frontier_figures(
         overdue,
         leased,
         await estimated_rows(conn, QUERIES["estimate_hosts_in_backoff"]),
-        await estimated_rows(
-            conn, QUERIES["estimate_hosts_circuit_open"], breaker_failure_threshold
-        ),
+        await estimated_rows(conn, QUERIES["estimate_hosts_circuit_open"],
+                             breaker_failure_threshold),
         estimated=True,
         due_paused=paused_due,
     )

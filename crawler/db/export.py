@@ -10,9 +10,8 @@ from typing import Any
 
 import asyncpg
 
-from crawler.db.queries import QUERIES
+from crawler.db.queries import QUERIES, row_as
 
-# What `export` streams as rows, and the statement of each.
 EXPORTS = {"urls": "export_urls", "observations": "export_observations"}
 PREFETCH_ROWS = 2000  # rows per round trip of the cursor
 
@@ -28,8 +27,7 @@ async def export_rows(conn: asyncpg.Connection, what: str, since: dt.datetime | 
 
 @dataclass(frozen=True, slots=True)
 class StoredCapture:
-    """A record stored since the export's time: its URL, its WARC file, the file of the
-    original a revisit refers to, and the HTTP status and time of the capture."""
+    """A record stored since the export's time (``original_file``: a revisit's original's)."""
 
     url: str
     warc_file: str
@@ -44,5 +42,4 @@ async def wacz_records(conn: asyncpg.Connection, since: dt.datetime | None
     async with conn.transaction(readonly=True):
         async for row in conn.cursor(QUERIES["export_wacz_records"], since,
                                      prefetch=PREFETCH_ROWS):
-            yield StoredCapture(row["url"], row["warc_file"], row["original_file"],
-                                row["status"], row["fetched_at"])
+            yield row_as(StoredCapture, row)

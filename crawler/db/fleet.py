@@ -1,10 +1,6 @@
-"""The fleet's daemons in PostgreSQL: each one's row in ``daemons``, the jobs one daemon of the
-fleet does at a time, and the shared figures of ``planner_state``.
-
-A daemon's row says it is alive (its heartbeat), how many hosts it fetches at once (the
-planner counts the fleet's capacity from the rows), the plan version it schedules under and
-why it cannot write its collection, for ``crawler status``.
-"""
+"""The fleet's daemons in PostgreSQL: each one's row in ``daemons`` (the planner counts the
+fleet's capacity from them), the jobs one daemon of the fleet does at a time, and the shared
+figures of ``planner_state``."""
 
 from __future__ import annotations
 
@@ -34,8 +30,7 @@ async def stopped(conn: asyncpg.Connection | asyncpg.Pool, owner: str) -> None:
 
 async def adopted_plan(conn: asyncpg.Connection | asyncpg.Pool, owner: str, version: int | None
                        ) -> None:
-    """Daemon ``owner`` schedules under plan ``version``: said at once, not at the next
-    heartbeat."""
+    """Daemon ``owner`` schedules under plan ``version`` (said at once, not at a heartbeat)."""
     await conn.execute(QUERIES["daemon_plan_version"], owner, version)
 
 
@@ -47,8 +42,7 @@ async def set_storage_fault(
 
 
 async def claim_job(conn: asyncpg.Connection | asyncpg.Pool, job: str, seconds: float) -> bool:
-    """Whether this daemon does the fleet's periodic ``job`` now: no daemon claimed it in the
-    last ``seconds``."""
+    """Whether this daemon does the fleet's ``job`` now: none claimed it in the last ``seconds``."""
     return await conn.fetchval(QUERIES["fleet_claim"], job, seconds) is not None
 
 

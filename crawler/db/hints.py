@@ -1,15 +1,10 @@
 """Hints as evidence in the database (issue 38): tests at fetch time, trust kept current.
 
-``test_fetches`` runs in the transaction that records a batch of fetches
-(``crawler.db.record``), after ``record_fetches``: one statement (``test_hints``) tests every
-hinted URL's pending fetch interval against its sources and counts the results per (host,
-source) in ``hint_trust``; then, only when a row was counted, ``crawler.core.hint_trust.assess``
-judges the rows touched and one more statement (``assess_hint_trust``) stores the verdicts and
-moves the pages of a source whose trust changed. A batch whose URLs have no hints costs one
-statement that finds nothing.
-
-The arrival of hints (a sitemap read, a ping) is SQL alone: ``record_url_hints`` and
-``indexnow_pinged`` read the stored classification.
+``test_fetches`` runs in the transaction that records a batch of fetches: one statement
+(``test_hints``) tests every hinted URL's pending fetch interval against its sources and
+counts the results per (host, source) in ``hint_trust``; only when a row was counted, one more
+(``assess_hint_trust``) stores the verdicts and moves the pages of a source whose trust changed.
+The arrival of hints (a sitemap read, a ping) is SQL alone.
 """
 
 from __future__ import annotations
@@ -68,29 +63,20 @@ async def hinted(
 
 
 async def test_fetches(
-    conn: asyncpg.Connection,
-    transitions: Sequence[Transition],
-    *,
-    max_interval_seconds: float,
-    prior: GammaPrior = DEFAULT_PRIOR,
-    policy: SchedulePolicy | None = None,
+    conn: asyncpg.Connection, transitions: Sequence[Transition], *, max_interval_seconds: float,
+    prior: GammaPrior = DEFAULT_PRIOR, policy: SchedulePolicy | None = None,
 ) -> list[tuple[int, str, str, str]]:
-    """Test the hints of ``transitions`` (fetches of URLs with hints just recorded on
-    ``conn``, in its open transaction, each new: a fetch retried after a lost acknowledgement
-    is not tested twice).
-
-    Only fetches with a change verdict count. Each one's interval becomes its URL's pending
-    test, with p0 per source from the URL's announcements and its fetch record before the
-    interval (``null_changed_probability``); a page timed by its update clock (under
-    ``policy``) is fetched just after its expected update, which tests nothing of a source,
-    and gets none. Returns the (host, source, was, now) whose classification changed (their
-    pages have moved already)."""
+    """Test the hints of ``transitions`` (new fetches of URLs with hints just recorded in
+    ``conn``'s open transaction); only fetches with a change verdict count. Each one's interval
+    becomes its URL's pending test, with p0 per source (``null_changed_probability``); a page
+    timed by its update clock (under ``policy``) is fetched just after its expected update,
+    which tests nothing of a source, and gets none. Returns the (host, source, was, now) whose
+    classification changed (their pages have moved already)."""
     tested = [t for t in transitions if t.observation.changed is not None]
     if not tested:
         return []
-    hosts = [t.record.host_id for t in tested]
+    hosts, urls = [t.record.host_id for t in tested], [t.record.url_id for t in tested]
     distinct = sorted(set(hosts))
-    urls = [t.record.url_id for t in tested]
     fetched = [t.observation.fetched_at for t in tested]
     # A test of the new interval only where there is one, and the page is not timed.
     starts = [
@@ -100,48 +86,33 @@ async def test_fetches(
     ]
     sources = await conn.fetch(QUERIES["hint_sources_at_fetch"], hosts, urls, fetched)
     by_url = {t.record.url_id: (t, start) for t, start in zip(tested, starts, strict=True)}
-    prior_urls: list[int] = []
-    prior_sources: list[str] = []
-    prior_p0: list[float] = []
+    p0s = []
     for row in sources:
         t, start = by_url[row["url_id"]]
         if start is None:
             continue
         end = t.observation.fetched_at
-        watched_days = (end - row["hints_since"]) / SECONDS_PER_DAY
-        prior_urls.append(row["url_id"])
-        prior_sources.append(row["source"])
-        prior_p0.append(null_changed_probability(
-            int(row["announced"]), watched_days, (end - start) / SECONDS_PER_DAY,
-            t.before.history,
-        ))
+        p0 = null_changed_probability(
+            int(row["announced"]), (end - row["hints_since"]) / SECONDS_PER_DAY,
+            (end - start) / SECONDS_PER_DAY, t.before.history,
+        )
+        p0s.append({"url_id": row["url_id"], "source": row["source"], "p0": p0})
+    parameters = [max_interval_seconds, AUDIT_CHANGES, prior.shape, prior.rate]
     rows = await conn.fetch(
-        QUERIES["test_hints"],
-        hosts,
-        urls,
-        starts,
-        fetched,
+        QUERIES["test_hints"], hosts, urls, starts, fetched,
         [bool(t.observation.changed) for t in tested],
-        [_seconds(t.schedule.next_fetch_at) for t in tested],
-        distinct,
-        [max_interval_seconds, AUDIT_CHANGES, prior.shape, prior.rate],
-        json.dumps([{"url_id": u, "source": s, "p0": p}
-                    for u, s, p in zip(prior_urls, prior_sources, prior_p0, strict=True)]),
+        [_seconds(t.schedule.next_fetch_at) for t in tested], distinct, parameters,
+        json.dumps(p0s),
     )
     if not rows:
         return []
     verdicts = [(r, assessed(counts_of(r))) for r in rows]
     changed = await conn.fetch(
-        QUERIES["assess_hint_trust"],
-        [r["host_id"] for r, _ in verdicts],
-        [r["source"] for r, _ in verdicts],
-        [v.classification for _, v in verdicts],
-        [v.precision for _, v in verdicts],
-        [v.recall for _, v in verdicts],
-        [v.false_alarm for _, v in verdicts],
-        [v.reason for _, v in verdicts],
-        sorted({r["host_id"] for r in rows}),
-        [max_interval_seconds, AUDIT_CHANGES, prior.shape, prior.rate],
+        QUERIES["assess_hint_trust"], [r["host_id"] for r, _ in verdicts],
+        [r["source"] for r, _ in verdicts], [v.classification for _, v in verdicts],
+        [v.precision for _, v in verdicts], [v.recall for _, v in verdicts],
+        [v.false_alarm for _, v in verdicts], [v.reason for _, v in verdicts],
+        sorted({r["host_id"] for r in rows}), parameters,
     )
     return [(r["host_id"], r["source"], r["was"], r["now"]) for r in changed]
 
@@ -151,13 +122,8 @@ REFRESH_ATTEMPTS = 5
 
 
 async def record_claims(
-    conn: asyncpg.Connection,
-    urls: Sequence[str],
-    hosts: Sequence[int],
-    kinds: Sequence[str],
-    claimed: Sequence[float],
-    sources: Sequence[str],
-    now: float,
+    conn: asyncpg.Connection, urls: Sequence[str], hosts: Sequence[int], kinds: Sequence[str],
+    claimed: Sequence[float], sources: Sequence[str], now: float,
 ) -> set[int]:
     """Record the dates sitemaps and feeds claimed (``record_url_hints``) and schedule what they
     announce, the hosts locked first in id order as a fetch's record locks them (a hint and a
@@ -166,9 +132,8 @@ async def record_claims(
     distinct = sorted(set(hosts))
     async with conn.transaction():
         await conn.execute(QUERIES["indexnow_lock_hosts"], distinct)
-        # The rows written reference only the hosts just locked, which no one can delete
-        # before this commits: the foreign keys' per-row checks (two per URL, a fifth of the
-        # statement's time when a sitemap is seeded) are skipped where the role allows it.
+        # The rows written reference only the hosts just locked, which no one can delete before
+        # this commits: the foreign keys' per-row checks are skipped where the role allows it.
         if conn.get_server_version().major >= 15:
             await queries.fetchval(conn, "skip_redundant_checks")
         rows = await conn.fetch(
@@ -183,7 +148,6 @@ async def refresh_due(conn: asyncpg.Connection, hosts: set[int]) -> None:
     """The due times of hosts whose URLs a hint moved, after the move committed: a daemon's
     release that read the URLs before it may have written an older one (as ``crawler recheck``
     and a ping do)."""
-
     waiting = set(hosts)
     for attempt in range(REFRESH_ATTEMPTS):
         await refresh_hosts(conn, waiting)
@@ -203,12 +167,8 @@ SAMPLE_CHUNK = 10_000
 
 
 async def observed_mu(
-    pool: asyncpg.Pool,
-    sample: Sample,
-    rates: np.ndarray,
-    budget_per_day: float,
-    policy: SchedulePolicy,
-    politeness_delay: float,
+    pool: asyncpg.Pool, sample: Sample, rates: np.ndarray, budget_per_day: float,
+    policy: SchedulePolicy, politeness_delay: float,
 ) -> tuple[float, int] | None:
     """The planner's μ over both kinds of pages (issue 38): the sampled URLs a complete source
     observes are planned as completely observed (``solve_sample_observed``). Returns (μ, how

@@ -1,13 +1,10 @@
-"""A host leased outside the fetch loop: by the sitemap reader and the IndexNow key check.
-
-Held as a daemon's claim holds it (``hosts.lease_owner``, fenced by its epoch), so no daemon
-sends the host a request meanwhile, and each request under it moves the host's politeness
-clock as the fetch loop's would.
-"""
+"""A host leased outside the fetch loop (the sitemap reader, the IndexNow key check) as a
+daemon's claim holds it, so no daemon sends the host a request meanwhile, and each request
+under it moves the host's politeness clock as the fetch loop's would."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TypedDict, cast
 
 import asyncpg
 
@@ -32,18 +29,6 @@ class LeasedHost(TypedDict):
     robots_unreachable_since: float | None
 
 
-def leased_host(row: asyncpg.Record) -> LeasedHost:
-    return LeasedHost(
-        lease_epoch=row["lease_epoch"], paused=row["paused"],
-        refused_reason=row["refused_reason"], crawl_delay_seconds=row["crawl_delay_seconds"],
-        next_request_at=row["next_request_at"], backoff_until=row["backoff_until"],
-        robots_body=row["robots_body"], robots_status=row["robots_status"],
-        robots_fetched_at=row["robots_fetched_at"], robots_good_at=row["robots_good_at"],
-        robots_expires_at=row["robots_expires_at"],
-        robots_unreachable_since=row["robots_unreachable_since"],
-    )
-
-
 async def known_host(conn: asyncpg.Connection | asyncpg.Pool, origin: str) -> int | None:
     """The id of the host of ``origin`` when the crawler knows it."""
     found: int | None = await conn.fetchval(QUERIES["host_id_of"], origin)
@@ -53,10 +38,11 @@ async def known_host(conn: asyncpg.Connection | asyncpg.Pool, origin: str) -> in
 async def lease_host(
     conn: asyncpg.Connection | asyncpg.Pool, host_id: int, owner: str, seconds: float
 ) -> LeasedHost | None:
-    """Host ``host_id`` leased to ``owner`` for ``seconds`` when no live lease holds it; None
-    when another does."""
+    """Host ``host_id`` leased to ``owner`` for ``seconds``; None when another lease holds it."""
     row = await conn.fetchrow(QUERIES["sitemap_lease_host"], host_id, owner, seconds)
-    return None if row is None else leased_host(row)
+    if row is None:
+        return None
+    return cast(LeasedHost, {column: row[column] for column in LeasedHost.__annotations__})
 
 
 async def hold_host(

@@ -16,8 +16,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 # Alembic and SQLAlchemy are imported where a migration runs: every command checks the
-# schema's revision (head_revision) before it starts, and their import took longer than the
-# rest of `crawler status`.
+# schema's revision (head_revision) before it starts, and their import is slow.
 
 
 def migrations_dir() -> Path:
@@ -76,9 +75,7 @@ def _revision_links(path: Path) -> tuple[str, tuple[str, ...]] | None:
     downs = [down] if isinstance(down, str) else [] if down is None else down
     if not isinstance(revision, str) or not isinstance(downs, tuple | list):
         return None
-    if not all(isinstance(d, str) for d in downs):
-        return None
-    return revision, tuple(str(d) for d in downs)
+    return (revision, tuple(downs)) if all(isinstance(d, str) for d in downs) else None
 
 
 def head_revision() -> str | None:
@@ -101,11 +98,8 @@ def alembic_head_revision() -> str | None:
 
 
 async def schema_revision(conn: asyncpg.Connection | asyncpg.Pool) -> str | None:
-    """The schema's Alembic revision, None before the first migration.
-
-    Read with asyncpg rather than through Alembic's SQLAlchemy engine: a query cancelled by a
-    signal then closes quietly (SQLAlchemy logs a traceback for a cancelled connect).
-    """
+    """The schema's Alembic revision, None before the first migration. Read with asyncpg, not
+    SQLAlchemy, which logs a traceback for a connect cancelled by a signal."""
     try:
         revision: str | None = await conn.fetchval("SELECT version_num FROM alembic_version")
     except asyncpg.UndefinedTableError:

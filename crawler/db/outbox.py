@@ -2,7 +2,6 @@
 
 One daemon of the fleet holds the delivery lease at a time; every mark of an event is fenced
 by it (owner and epoch), so a deliverer whose lease another took over marks nothing.
-``crawler.daemon.webhook`` delivers; rows become typed values here, by column name.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from crawler.db.queries import QUERIES
+from crawler.db.queries import QUERIES, row_as
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,14 +28,6 @@ class PendingEvent:
     attempts: int
     next_attempt_at: dt.datetime | None  # None: never failed
     created_at: dt.datetime
-
-
-def pending_event(row: asyncpg.Record) -> PendingEvent:
-    """A ``change_events`` row as ``pending_events`` reads it, by column name."""
-    return PendingEvent(
-        id=row["id"], url_id=row["url_id"], payload=row["payload"], attempts=row["attempts"],
-        next_attempt_at=row["next_attempt_at"], created_at=row["created_at"],
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +49,7 @@ async def webhook_start(conn: asyncpg.Connection | asyncpg.Pool, url: str) -> in
 async def take_delivery(
     conn: asyncpg.Connection | asyncpg.Pool, owner: str, seconds: float
 ) -> DeliveryLease | None:
-    """The delivery lease for ``owner``, ``seconds`` long, when no one holds it; None when
-    another does."""
+    """The delivery lease for ``owner``, ``seconds`` long; None when another holds it."""
     row = await conn.fetchrow(QUERIES["delivery_take"], owner, seconds)
     if row is None:
         return None
@@ -86,15 +76,14 @@ async def pending_events(
 ) -> list[PendingEvent]:
     """The oldest ``limit`` undelivered events after ``start_id``, and those a replay queued
     again, in id order."""
-    return [pending_event(row) for row in await conn.fetch(QUERIES["pending_events"], limit,
-                                                            start_id)]
+    rows = await conn.fetch(QUERIES["pending_events"], limit, start_id)
+    return [row_as(PendingEvent, row) for row in rows]
 
 
 async def mark_delivered(
     conn: asyncpg.Connection | asyncpg.Pool, event_id: int, owner: str, epoch: int | None
 ) -> bool:
-    """Event ``event_id`` delivered, under the lease (``owner``, ``epoch``); False when the
-    lease is gone (nothing marked)."""
+    """Event ``event_id`` delivered, under the lease; False (nothing marked) once it is gone."""
     marked = await conn.fetchval(QUERIES["mark_event_delivered"], event_id, owner, epoch)
     return marked is not None
 
@@ -103,8 +92,7 @@ async def mark_failed(
     conn: asyncpg.Connection | asyncpg.Pool, event_id: int, retry_at: dt.datetime, error: str,
     owner: str, epoch: int | None,
 ) -> bool:
-    """An attempt at event ``event_id`` failed (``error``); tried again at ``retry_at``.
-    Fenced as ``mark_delivered``."""
+    """Event ``event_id`` failed (``error``), tried again at ``retry_at``; as ``mark_delivered``."""
     marked = await conn.fetchval(QUERIES["mark_event_failed"], event_id, retry_at, error,
                                  owner, epoch)
     return marked is not None
@@ -113,9 +101,6 @@ async def mark_failed(
 async def outbox_summary(
     conn: asyncpg.Connection | asyncpg.Pool, start_id: int
 ) -> OutboxSummary | None:
-    """The events still to deliver to the webhook starting after ``start_id``, and the
-    oldest's time."""
+    """The events still to deliver to the webhook starting after ``start_id``."""
     row = await conn.fetchrow(QUERIES["outbox_summary"], start_id)
-    if row is None:
-        return None
-    return OutboxSummary(pending=row["pending"], oldest_created_at=row["oldest_created_at"])
+    return None if row is None else row_as(OutboxSummary, row)

@@ -1,32 +1,24 @@
 """Monthly partitions of the per-fetch tables: created ahead, and dropped past the retention.
 
 observations, stored_records (the WARC index) and change_events (the outbox) are partitioned
-by month of ``fetched_at`` (migration 0008). One daemon per machine runs ``keep_partitions``
-as a side task, and once at start-up; daemons on other machines skip a round while another
-holds the maintenance lock. Each round, for each table:
+by month of ``fetched_at``. One daemon per machine runs ``keep_partitions`` as a side task;
+daemons on other machines skip a round while another holds the maintenance lock. Each round,
+for each table:
 
-* it creates the partitions of the current month and the ``PARTITIONS_AHEAD`` next ones that
-  do not exist yet, so an insert always finds its month;
-* it moves rows that landed in the DEFAULT partition (a fetch dated outside every month
-  partition: a clock far off, rows written while no daemon ran for months) into a partition
-  of their own month, created for them; the DEFAULT partition is only a safety net so that
-  an insert never fails, and it stays empty;
+* it creates the partitions of the current month and the ``PARTITIONS_AHEAD`` next ones;
+* it moves rows that landed in the DEFAULT partition (a clock far off, rows written while no
+  daemon ran for months) into partitions of their own months: DEFAULT is only a safety net
+  so that an insert never fails;
 * with ``CRAWLER_OBSERVATION_RETENTION_DAYS`` > 0 it drops the partitions of observations and
-  change_events whose whole month is older than the retention. An outbox month that still
-  holds undelivered events while a webhook is configured is kept (and logged) until they are
-  delivered. The WARC index is never dropped here: its rows are the only way to the stored
-  versions, and a revisit record refers to an older response's row (docs/OPERATIONS.md,
-  "Partitions and retention").
+  change_events whose whole month is older than the retention, except an outbox month that
+  still holds events a webhook has to deliver. The WARC index is never dropped here: its rows
+  are the only way to the stored versions (docs/OPERATIONS.md).
 
-Every DDL statement runs in a short transaction with ``lock_timeout`` (behind PgBouncer, each
-table's statements share one; see ``maintain``): creating or dropping a
+Every DDL statement runs in a short transaction with ``lock_timeout``: creating or dropping a
 partition needs a brief exclusive lock on the table, and a statement waiting on a long reader
 would hold every insert up behind it. A round that cannot get its lock gives up and the next
-round tries again (there are months of slack ahead).
-
-Per-URL estimates (change rates, intervals, schedules) never read observations: they live in
-the URL row's sufficient statistics, so dropping old months changes none of them
-(tests/integration/test_partitions.py).
+tries again (there are months of slack ahead). Per-URL estimates never read observations, so
+dropping old months changes none of them.
 """
 
 from __future__ import annotations
@@ -89,7 +81,6 @@ def parse_bound(name: str, expression: str) -> Bounds | None:
 
 
 async def partitions(conn: asyncpg.Connection, table: str) -> list[Bounds]:
-    """The partitions of ``table`` and their ranges."""
     async with conn.transaction():
         await conn.execute("SET LOCAL TimeZone = 'UTC'")
         rows = await conn.fetch(
@@ -118,12 +109,10 @@ async def _months_in_default(conn: asyncpg.Connection, default: str) -> list[Mon
 async def create_month(
     conn: asyncpg.Connection, table: str, month: Month, default: str | None
 ) -> int:
-    """Create ``month``'s partition of ``table``, moving into it the rows of that month the
-    DEFAULT partition holds; the number of rows moved.
-
-    Built as a table of its own with a CHECK constraint proving its range, then attached:
-    ATTACH PARTITION takes a weaker lock on the parent than CREATE TABLE ... PARTITION OF,
-    so inserts into other months go on meanwhile."""
+    """Create ``month``'s partition of ``table``, moving into it the rows of that month the DEFAULT
+    partition holds; the number of rows moved. Built as a table of its own with a CHECK constraint
+    proving its range, then attached: ATTACH PARTITION takes a weaker lock on the parent than CREATE
+    TABLE ... PARTITION OF, so inserts into other months go on meanwhile."""
     name = month.partition(table)
     start, end = _literal(month.start), _literal(month.end)
     async with conn.transaction():
@@ -151,28 +140,20 @@ async def create_month(
     return moved
 
 
-async def create_default(conn: asyncpg.Connection, table: str) -> None:
+async def _ddl(conn: asyncpg.Connection, statement: str) -> None:
     async with conn.transaction():
         await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-        await conn.execute(f"CREATE TABLE {table}_default PARTITION OF {table} DEFAULT")
-
-
-async def drop_partition(conn: asyncpg.Connection, name: str) -> None:
-    async with conn.transaction():
-        await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-        await conn.execute(f"DROP TABLE {name}")
+        await conn.execute(statement)
 
 
 async def holds_undelivered(conn: asyncpg.Connection, name: str) -> bool:
     """Whether an outbox partition holds an event still to deliver (its pending index): one
     after the newest webhook's start, or queued again by a replay. An event from before any
     webhook was configured is never to be delivered, and keeps no month."""
-    return bool(
-        await conn.fetchval(
-            f"SELECT EXISTS (SELECT 1 FROM {name} WHERE delivered_at IS NULL AND (replay OR "
-            "id > (SELECT coalesce(max(start_id), 0) FROM webhooks)))"
-        )
-    )
+    return bool(await conn.fetchval(
+        f"SELECT EXISTS (SELECT 1 FROM {name} WHERE delivered_at IS NULL AND (replay OR "
+        "id > (SELECT coalesce(max(start_id), 0) FROM webhooks)))"
+    ))
 
 
 @dataclass
@@ -187,19 +168,14 @@ class Maintenance:
 
 
 async def maintain_table(
-    conn: asyncpg.Connection,
-    table: str,
-    now: float,
-    *,
-    retention_days: float,
-    keep_undelivered: bool,
-    done: Maintenance,
+    conn: asyncpg.Connection, table: str, now: float, *, retention_days: float,
+    keep_undelivered: bool, done: Maintenance,
 ) -> None:
     existing = await partitions(conn, table)
     default = next((b.name for b in existing if b.default), None)
     if default is None:
-        await create_default(conn, table)
         default = f"{table}_default"
+        await _ddl(conn, f"CREATE TABLE {default} PARTITION OF {table} DEFAULT")
         done.created.append(default)
     months = to_create(now, PARTITIONS_AHEAD, existing)
     stray = [m for m in await _months_in_default(conn, default)
@@ -213,16 +189,12 @@ async def maintain_table(
         if keep_undelivered and table == "change_events" and await holds_undelivered(conn, name):
             done.kept_undelivered.append(name)
             continue
-        await drop_partition(conn, name)
+        await _ddl(conn, f"DROP TABLE {name}")
         done.dropped.append(name)
 
 
 async def maintain(
-    conn: asyncpg.Connection,
-    now: float,
-    *,
-    retention_days: float,
-    keep_undelivered: bool,
+    conn: asyncpg.Connection, now: float, *, retention_days: float, keep_undelivered: bool,
     pgbouncer: bool = False,
 ) -> Maintenance:
     """One round over every partitioned table (see the module's docstring). ``now`` is the

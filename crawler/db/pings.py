@@ -1,8 +1,5 @@
-"""An IndexNow ping's effect in PostgreSQL: its known URLs made due, each with a hint.
-
-``crawler.daemon.indexnow`` takes a ping whose key is confirmed; how far its URLs move
-depends on how far the host's pings proved true (issue 38, ``hint_trust``).
-"""
+"""An IndexNow ping's effect in PostgreSQL: its known URLs made due, each with a hint, as far
+as the host's pings proved true (issue 38, ``hint_trust``)."""
 
 from __future__ import annotations
 
@@ -20,13 +17,9 @@ from crawler.db.queries import QUERIES
 async def take_ping(conn: asyncpg.Connection, urls: Sequence[str], due: float) -> int:
     """The known URLs of ``urls`` due at ``due`` (if not sooner, as far as their host's pings
     are trusted), each with a hint, and their hosts due by then too; how many URLs were made
-    due. Unknown URLs are skipped.
-
-    The hosts are locked first, in id order, as the fetch loop's writes lock a host before
-    its URLs: a ping and a daemon recording a fetch of the same URL wait on each other
-    instead of deadlocking. Then the hosts' due times are recomputed, as `crawler recheck`
-    does: a daemon's release that read the URLs before this commit may have written an
-    older due time."""
+    due. Unknown URLs are skipped. The hosts are locked first, in id order, as the fetch loop's
+    writes lock a host before its URLs (no deadlock). Then the hosts' due times are recomputed
+    (``refresh_due``)."""
     url_hosts = [url_host_id(url) for url in urls]
     hosts = sorted(set(url_hosts))
     async with conn.transaction():

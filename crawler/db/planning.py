@@ -2,13 +2,10 @@
 budget, the stored plans, and the walk that reschedules the URLs a new plan moves.
 
 A round reads a bounded, stratified sample of the live population (``id_strata``: a few URLs
-from random starts spread over the primary key). The walk reads the population in small
-chunks and reschedules only URLs whose fetch rate moved materially, through the same
+from random starts spread over the primary key). The walk reschedules through the same
 ``crawler.core.schedule.next_fetch`` the worker calls after a fetch (so a detected update
-period survives a re-plan). Each statement is its own short transaction and skips rows a
-fetcher holds locked, so the planner never waits for the fetch loop and is never in a
-deadlock with it. After each statement the planner rests in proportion to the work, so that
-it takes a bounded share of the database.
+period survives a re-plan). After each statement the planner rests in proportion to the work,
+so that it takes a bounded share of the database.
 """
 
 from __future__ import annotations
@@ -40,10 +37,8 @@ log = logging.getLogger(__name__)
 
 RESCHEDULE_CHUNK = 2_000
 # After each sample statement the planner rests half as long as it took (the solve waits on the
-# sample, so it stays quick: at most two thirds of a core). After each chunk of the rescheduling
-# walk it rests twice as long: the walk is background work whose writes hit the same rows and
-# the same database backends as the fetch loop (a niced planner process does not nice them), so
-# it takes at most a third of its connection's time and the fetch loop keeps the rest.
+# sample). After each chunk of the rescheduling walk it rests twice as long: the walk's writes
+# hit the same rows and database backends as the fetch loop, which keeps two thirds of them.
 SAMPLE_REST_PER_WORK = 0.5
 WALK_REST_PER_WORK = 2.0
 # Hosts skipped by a due-time refresh (a fetcher held them locked) are retried this often, for
@@ -78,118 +73,91 @@ async def achieved_per_day(pool: asyncpg.Pool, window_seconds: float) -> float:
 
 
 async def round_ended(pool: asyncpg.Pool, seconds: float) -> None:
-    """When the round ended (updated_at) and how long it took: figures for operators and
-    tests."""
+    """When the round ended (updated_at) and how long it took, for operators and tests."""
     await fleet.store_state(pool, {"round_seconds": seconds})
 
 
 async def read_sample(pool: asyncpg.Pool, size: int, rng: np.random.Generator) -> Sample:
     """A stratified sample of about ``size`` live URLs, in statements of bounded size; the
-    whole live population, counted exactly, when the sample's estimate of it is no larger.
-
-    The strata start at random keys, so a small or sparse population (after a large
-    ``crawler remove``, say) is estimated from the few rows past each start, and the estimate,
-    and with it the budget, jumped from round to round on a frontier that did not change."""
+    whole live population, counted exactly, when the sample's estimate of it is no larger: a
+    small or sparse population is estimated from the few rows past each random start, and the
+    estimate, and with it the budget, would jump from round to round."""
     bounds = await pool.fetchrow(QUERIES["planner_id_range"])
-    rows = _SampleRows()
+    rows: list[asyncpg.Record] = []
     if bounds is None or bounds["min_id"] is None:
-        return rows.sample(0.0)
-    strata = id_strata(
-        bounds["min_id"], bounds["max_id"], max(1, size // URLS_PER_STRATUM), rng
-    )
+        return _sample(rows, 0.0)
+    strata = id_strata(bounds["min_id"], bounds["max_id"], max(1, size // URLS_PER_STRATUM), rng)
     n = strata.starts.size
     rows_read = np.zeros(n, dtype=np.int64)
     last_ids = strata.starts.copy()
     for first in range(0, n, STRATA_PER_STATEMENT):
         last = min(n, first + STRATA_PER_STATEMENT)
         statement_started = time.monotonic()
-        for row in await queries.fetch(
-            pool, "planner_sample",
-            strata.starts[first:last].tolist(),
-            strata.ends[first:last].tolist(),
-            URLS_PER_STRATUM,
-        ):
+        for row in await queries.fetch(pool, "planner_sample", strata.starts[first:last].tolist(),
+                                       strata.ends[first:last].tolist(), URLS_PER_STRATUM):
             k = first + row["stratum"] - 1
             rows_read[k] += 1
             last_ids[k] = max(last_ids[k], row["id"])
-            rows.add(row)
+            rows.append(row)
         await _rest(statement_started, SAMPLE_REST_PER_WORK)
     population = estimated_population(strata, rows_read, last_ids, URLS_PER_STRATUM)
     if population <= size:
         whole = await _read_whole(pool, bounds["min_id"], bounds["max_id"], size)
         if whole is not None:
             return whole
-    return rows.sample(max(population, float(len(rows.host_ids))))
+    return _sample(rows, max(population, float(len(rows))))
 
 
 async def _read_whole(pool: asyncpg.Pool, min_id: int, max_id: int, size: int) -> Sample | None:
     """Every live URL in key order, in statements of bounded size (the sample statement over
     one stratum, resumed after the last key read); None once there are more than ``size``."""
-    rows = _SampleRows()
+    rows: list[asyncpg.Record] = []
     chunk = URLS_PER_STRATUM * STRATA_PER_STATEMENT
     start = min_id
     while True:
         statement_started = time.monotonic()
         got = await queries.fetch(pool, "planner_sample", [start], [max_id + 1], chunk)
         for row in got:
-            rows.add(row)
+            rows.append(row)
             start = max(start, row["id"] + 1)
         await _rest(statement_started, SAMPLE_REST_PER_WORK)
-        if len(rows.host_ids) > size:
+        if len(rows) > size:
             return None
         if len(got) < chunk:
-            return rows.sample(float(len(rows.host_ids)))
+            return _sample(rows, float(len(rows)))
 
 
-class _SampleRows:
-    """The sampled URLs' columns, as they are read."""
+def _sample(rows: list[asyncpg.Record], population: float) -> Sample:
+    """The sampled URLs' rows as arrays."""
+    histories = [_history(row) for row in rows]
+    by_host: dict[str, list[ChangeHistory]] = defaultdict(list)
+    for row, history in zip(rows, histories, strict=True):
+        if history is not None:
+            by_host[str(row["host_id"])].append(history)
+    return Sample(
+        np.array([row["host_id"] for row in rows], dtype=np.int64),
+        _column(rows, "importance"), _column(rows, "change_rate_per_day"),
+        _column(rows, "crawl_delay_seconds"), dict(by_host), population, histories,
+        _column(rows, "own_min_interval_seconds"), _column(rows, "own_max_interval_seconds"),
+        np.array([row["id"] for row in rows], dtype=np.int64),
+    )
 
-    def __init__(self) -> None:
-        self.host_ids: list[int] = []
-        self.importance: list[float] = []
-        self.change_rates: list[float] = []
-        self.delays: list[float] = []
-        self.histories: dict[str, list[ChangeHistory]] = defaultdict(list)
-        self.url_histories: list[ChangeHistory | None] = []
-        self.own_min: list[float] = []
-        self.own_max: list[float] = []
-        self.url_ids: list[int] = []
 
-    def add(self, row: asyncpg.Record) -> None:
-        nan = float("nan")
-        self.url_ids.append(row["id"])
-        own_min, own_max = row["own_min_interval_seconds"], row["own_max_interval_seconds"]
-        self.own_min.append(nan if own_min is None else own_min)
-        self.own_max.append(nan if own_max is None else own_max)
-        self.host_ids.append(row["host_id"])
-        self.importance.append(row["importance"])
-        rate = row["change_rate_per_day"]
-        self.change_rates.append(nan if rate is None else rate)
-        delay = row["crawl_delay_seconds"]
-        self.delays.append(nan if delay is None else delay)
-        history = None
-        if row["intervals_observed"] > 0:
-            history = ChangeHistory(
-                tuple(row["changed_intervals_days"] or ()),
-                row["unchanged_days"],
-                row["intervals_observed"],
-            )
-            self.histories[str(row["host_id"])].append(history)
-        self.url_histories.append(history)
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
 
-    def sample(self, population: float) -> Sample:
-        return Sample(
-            np.array(self.host_ids, dtype=np.int64),
-            np.array(self.importance, dtype=np.float64),
-            np.array(self.change_rates, dtype=np.float64),
-            np.array(self.delays, dtype=np.float64),
-            dict(self.histories),
-            population,
-            self.url_histories,
-            np.array(self.own_min, dtype=np.float64),
-            np.array(self.own_max, dtype=np.float64),
-            np.array(self.url_ids, dtype=np.int64),
-        )
+
+def _history(row: asyncpg.Record) -> ChangeHistory | None:
+    """The URL's change history, None before its first observed interval."""
+    if row["intervals_observed"] <= 0:
+        return None
+    return ChangeHistory(tuple(row["changed_intervals_days"] or ()), row["unchanged_days"],
+                         row["intervals_observed"])
+
+
+def _column(rows: list[asyncpg.Record], name: str) -> np.ndarray:
+    """A float column of ``rows``, NaN for NULL."""
+    return np.array([_or_nan(r[name]) for r in rows], dtype=np.float64)
 
 
 async def _rest(work_started: float, per_work: float) -> None:
@@ -199,13 +167,10 @@ async def _rest(work_started: float, per_work: float) -> None:
 
 async def fleet_budget(pool: asyncpg.Pool, settings: Settings) -> float:
     """The derived budget: what politeness allows across the hosts the whole fleet can work."""
-    fleet = await pool.fetchrow(
-        QUERIES["fleet_concurrency"], HEARTBEATS_TO_LIVE * HEARTBEAT_SECONDS
-    )
+    fleet = await pool.fetchrow(QUERIES["fleet_concurrency"],
+                                HEARTBEATS_TO_LIVE * HEARTBEAT_SECONDS)
     concurrency = max(settings.concurrency, int(fleet["concurrency"]) if fleet else 0)
-    rates = await pool.fetchrow(
-        QUERIES["fleet_host_rates"], settings.politeness_delay, concurrency
-    )
+    rates = await pool.fetchrow(QUERIES["fleet_host_rates"], settings.politeness_delay, concurrency)
     assert rates is not None
     return fleet_budget_per_day(rates["all_per_day"], rates["busiest_per_day"])
 
@@ -223,8 +188,7 @@ async def latest_plan_version(conn: asyncpg.Connection | asyncpg.Pool) -> int | 
 
 
 async def store_plan(pool: asyncpg.Pool, plan: Plan) -> Plan:
-    """Store ``plan`` as the newest; returns it with its version. Old plans beyond
-    PLANS_KEPT are pruned."""
+    """Store ``plan`` as the newest, pruning beyond PLANS_KEPT; returns it with its version."""
     version = await pool.fetchval(QUERIES["store_plan"], plan_document(plan))
     await pool.execute(QUERIES["prune_plans"], PLANS_KEPT)
     return replace(plan, version=int(version))
@@ -235,15 +199,11 @@ async def reschedule(
 ) -> int:
     """Walk the live population in chunks; reschedule URLs whose fetch rate moved materially.
 
-    Each chunk is read, decided and written in statements of their own, each its own short
-    transaction, and every write skips rows a fetcher holds locked instead of waiting: the
-    fetch loop never waits for a lock the planner holds across two statements, and the
-    planner is never in a deadlock with it. A URL whose host is leased, or fetched meanwhile,
-    is left to its fetcher; a host skipped when its due time is refreshed is retried.
-    ``stale_hosts`` holds the hosts whose URLs moved but whose due time is not refreshed yet:
-    the caller keeps it across rounds, so that a walk cut short by a database error is caught
-    up by the next.
-    """
+    Each statement is its own short transaction, and every write skips rows a fetcher holds
+    locked instead of waiting: the planner is never in a deadlock with the fetch loop. A URL
+    whose host is leased, or fetched meanwhile, is left to its fetcher. ``stale_hosts``: the
+    hosts whose URLs moved but whose due time is not refreshed yet, kept by the caller across
+    rounds, so that a walk cut short by a database error is caught up by the next."""
     after = 0
     moved_total = 0
     stale = set() if stale_hosts is None else stale_hosts
@@ -255,34 +215,17 @@ async def reschedule(
         after = rows[-1]["id"]
         ids = np.array([r["id"] for r in rows], dtype=np.int64)
         host_ids = np.array([r["host_id"] for r in rows], dtype=np.int64)
-        old = np.array(
-            [r["fetch_rate_per_day"] or 0.0 for r in rows], dtype=np.float64
-        )
-        stored = np.array(
-            [r["change_rate_per_day"] if r["change_rate_per_day"] is not None else np.nan
-             for r in rows],
-            dtype=np.float64,
-        )
-        histories = [
-            ChangeHistory(tuple(r["changed_intervals_days"] or ()), r["unchanged_days"],
-                          r["intervals_observed"]) if r["intervals_observed"] > 0 else None
-            for r in rows
-        ]
+        old = np.array([r["fetch_rate_per_day"] or 0.0 for r in rows], dtype=np.float64)
         # As the URLs' next fetches will estimate them under the policy's priors, so that a
         # refitted prior moves the URLs whose rate it moves.
-        change = current_rates(
-            histories, stored, host_ids.tolist(), policy.prior, policy.host_priors
-        )
-        weights = np.array([r["importance"] for r in rows], dtype=np.float64)
-        own_min = np.array([np.nan if r["own_min_interval_seconds"] is None
-                            else r["own_min_interval_seconds"] for r in rows], dtype=np.float64)
-        own_max = np.array([np.nan if r["own_max_interval_seconds"] is None
-                            else r["own_max_interval_seconds"] for r in rows], dtype=np.float64)
-        moved = moved_urls(old, change, weights, policy, own_min, own_max)
+        change = current_rates([_history(r) for r in rows], _column(rows, "change_rate_per_day"),
+                               host_ids.tolist(), policy.prior, policy.host_priors)
+        moved = moved_urls(old, change, _column(rows, "importance"), policy,
+                           _column(rows, "own_min_interval_seconds"),
+                           _column(rows, "own_max_interval_seconds"))
         if moved.any():
-            count, hosts = await _reschedule_ids(
-                pool, ids[moved].tolist(), host_ids[moved].tolist(), policy
-            )
+            count, hosts = await _reschedule_ids(pool, ids[moved].tolist(),
+                                                 host_ids[moved].tolist(), policy)
             moved_total += count
             stale.update(hosts)
             await refresh_hosts(pool, stale)
@@ -301,27 +244,15 @@ async def _reschedule_ids(
 ) -> tuple[int, set[int]]:
     """Reschedule ``ids``; returns how many were written and the hosts they belong to."""
     now = time.time()
-    records = [record_from_row(r) for r in await pool.fetch(QUERIES["reschedule_records"], ids,
-                                                            host_ids)]
-    due_ids: list[int] = []
-    due_hosts: list[int] = []
-    due_at: list[object] = []
-    rates: list[float | None] = []
-    last: list[object] = []
-    change: list[float | None] = []
-    for record in records:
-        if record.last_fetched_at is None:
-            continue
-        schedule = replanned(record, policy, now)
-        due_ids.append(record.url_id)
-        due_hosts.append(record.host_id)
-        due_at.append(to_datetime(schedule.next_fetch_at))
-        rates.append(schedule.fetch_rate_per_day)
-        last.append(to_datetime(record.last_fetched_at))
-        change.append(schedule.change_rate_per_day)
-    if not due_ids:
+    rows = await pool.fetch(QUERIES["reschedule_records"], ids, host_ids)
+    due = [(record, replanned(record, policy, now)) for record in map(record_from_row, rows)
+           if record.last_fetched_at is not None]
+    if not due:
         return 0, set()
     touched = await queries.fetch(
-        pool, "reschedule_urls", due_ids, due_at, rates, last, change, due_hosts
+        pool, "reschedule_urls", [r.url_id for r, _ in due],
+        [to_datetime(s.next_fetch_at) for _, s in due], [s.fetch_rate_per_day for _, s in due],
+        [to_datetime(r.last_fetched_at) for r, _ in due], [s.change_rate_per_day for _, s in due],
+        [r.host_id for r, _ in due],
     )
     return len(touched), {r["host_id"] for r in touched}

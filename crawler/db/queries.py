@@ -1,26 +1,28 @@
 """The named SQL statements of ``queries.sql``, parsed once, and their Citus variants.
 
-``QUERIES`` holds the statements both engines run as written, and is never changed. A few
-statements Citus refuses have a variant in ``queries_citus.sql`` (``VARIED``: same name, same
-parameters and result columns). Which of the two a connection runs is the connection's own:
-``crawler.db.connect`` opens every product connection as an ``EngineConnection`` holding the
-statement set of its database (``CITUS_STATEMENTS`` on a database with the citus extension,
-else ``PLAIN_QUERIES``), and the db layer reads a varied statement through
-``statements(conn)`` or ``fetch``/``fetchval`` here. A connection opened otherwise (a test's
-plain ``asyncpg`` connection) runs the plain statements. Plain PostgreSQL keeps statements
-of its own because the variants' one-host-per-statement locking costs it more
-(bench/bench_variants.py: 8-12% per claim, 7-9% per record batch).
+``QUERIES`` holds the statements both engines run as written. A few statements Citus refuses
+have a variant in ``queries_citus.sql`` (``VARIED``: same name, parameters and result
+columns). ``crawler.db.connect`` opens every product connection as an ``EngineConnection``
+holding the statement set of its database, and the db layer reads a varied statement through
+``statements(conn)`` or ``fetch``/``fetchval`` here. Plain PostgreSQL keeps statements of its
+own because the variants' one-host-per-statement locking costs it more.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import fields
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, LiteralString, cast
+from typing import TYPE_CHECKING, Any, LiteralString, TypeVar, cast
 
 import asyncpg
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Row = TypeVar("Row", bound="DataclassInstance")
 
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -36,9 +38,7 @@ def parse_queries(sql: str) -> dict[str, LiteralString]:
 
 
 def _read(name: str) -> Mapping[str, LiteralString]:
-    return MappingProxyType(
-        parse_queries(resources.files("crawler.db").joinpath(name).read_text())
-    )
+    return MappingProxyType(parse_queries(resources.files("crawler.db").joinpath(name).read_text()))
 
 
 PLAIN_QUERIES = _read("queries.sql")
@@ -70,18 +70,13 @@ class _Unvaried(Mapping[str, LiteralString]):
         return len(self._every) - len(VARIED)
 
 
-# Every statement but those of VARIED, which `statements` (and `fetch`, `fetchval`) give as
-# the connection's engine runs them.
 QUERIES: Mapping[str, LiteralString] = _Unvaried(PLAIN_QUERIES)
 # The statement set of a database with the citus extension.
-CITUS_STATEMENTS: Mapping[str, LiteralString] = MappingProxyType(
-    {**PLAIN_QUERIES, **CITUS_QUERIES}
-)
+CITUS_STATEMENTS: Mapping[str, LiteralString] = MappingProxyType({**PLAIN_QUERIES, **CITUS_QUERIES})
 
 
 class EngineConnection(asyncpg.Connection):  # type: ignore[misc]
-    """A connection holding the statement set its database runs (set when it is opened,
-    ``crawler.db.connect``)."""
+    """A connection holding the statement set its database runs (``crawler.db.connect``)."""
 
     statements: Mapping[str, LiteralString] = PLAIN_QUERIES
 
@@ -126,3 +121,8 @@ async def fetchval(db: asyncpg.Connection | asyncpg.Pool, name: str, *args: Any)
         async with db.acquire() as conn:
             return await conn.fetchval(statements(conn)[name], *args)
     return await db.fetchval(statements(db)[name], *args)
+
+
+def row_as(cls: type[Row], row: asyncpg.Record) -> Row:
+    """A ``cls`` dataclass of the row's columns named as its fields."""
+    return cls(**{f.name: row[f.name] for f in fields(cls)})

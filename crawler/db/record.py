@@ -1,17 +1,13 @@
 """Write fetches' transitions: every row a fetch changes, in one transaction.
 
-The worker's only write per fetch. ``extra_writes`` is the extension point for rows that must
-commit with the observation (a stored version's index row, a change-event outbox row): each
-runs on the same connection inside the transaction, after the frontier's own statements, and
-must be idempotent like them (a transaction retried after a lost acknowledgement runs again).
-One that also has a ``write_many(conn, writes)`` (a static method) is given every fetch's of a
-batch at once, so that a batch costs one statement per kind of row, not one per fetch.
+``extra_writes`` are rows that must commit with the observation (a stored version's index
+row, an outbox row): each runs on the same connection inside the transaction, after the
+frontier's own statements, and must be idempotent like them (a transaction retried after a
+lost acknowledgement runs again). One that also has a ``write_many(conn, writes)`` static
+method is given every fetch's of a batch at once: one statement per kind of row, not per fetch.
 
-``write_batch`` commits many hosts' fetches in one transaction (one statement when they have
-no extra writes and their URLs no hints; the fetches of URLs with hints are tested in the same
-transaction, issue 38: ``crawler.db.hints``, which costs a batch without any one probe):
-per-fetch round trips and commits, not PostgreSQL's work per row, are what bound the record
-rate.
+``write_batch`` commits many hosts' fetches in one transaction: per-fetch round trips and
+commits, not PostgreSQL's work per row, bound the record rate.
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ DEFAULT_MAX_INTERVAL_SECONDS = 30 * 86400.0
 async def _test_hints(
     conn: asyncpg.Connection, ts: Sequence[Transition], schedule: SchedulePolicy | None
 ) -> None:
-    """The fetches' tests of their URLs' hints (``crawler.db.hints``), in their transaction."""
     if schedule is None:
         await hints.test_fetches(conn, ts, max_interval_seconds=DEFAULT_MAX_INTERVAL_SECONDS)
     else:
@@ -45,20 +40,13 @@ async def _test_hints(
 
 
 async def write_transition(
-    pool: asyncpg.Pool,
-    t: Transition,
-    lease: Lease,
-    *,
-    extra_writes: Sequence[ExtraWrite] = (),
+    pool: asyncpg.Pool, t: Transition, lease: Lease, *, extra_writes: Sequence[ExtraWrite] = (),
     schedule: SchedulePolicy | None = None,
 ) -> bool:
     """Commit ``t`` under ``lease``; False when its observation had already been recorded.
-
     Raises ``LeaseLost`` and writes nothing when the lease is no longer held: the fencing
     check comes first and keeps the host row locked until the commit. ``schedule``: the
-    policy the fetch was scheduled under (its longest interval and prior, for the tests of
-    the URL's hints).
-    """
+    policy the fetch was scheduled under (for the tests of the URL's hints)."""
     tested = await hints.hinted(pool, [t])
     if t.seed is None and t.window is None and not extra_writes and not tested:
         return await frontier.record_fetch(pool, t, lease)  # one statement: one transaction
@@ -76,8 +64,7 @@ async def write_transition(
 
 @dataclass(frozen=True, slots=True)
 class BatchItem:
-    """One fetch of a batch: its transition, the lease it is written under, and the rows
-    that must commit with it."""
+    """One fetch of a batch, with the rows that must commit with it."""
 
     t: Transition
     lease: Lease
@@ -98,14 +85,11 @@ async def write_batch(
 ) -> list[bool | Exception]:
     """Commit ``items`` (at most one per host, all ``batchable``) in ONE transaction.
 
-    Returns, item by item, whether its observation is new (False after a lost
-    acknowledgement) or the ``LeaseLost`` that refused it: an item whose lease is gone writes
-    nothing, its extra writes included, and does not stop the others. A database error
-    rolls the whole batch back and is raised: nothing of it was written.
-    """
+    Returns, item by item, whether its observation is new (False after a lost acknowledgement)
+    or the ``LeaseLost`` that refused it: an item whose lease is gone writes nothing and does
+    not stop the others. A database error rolls the whole batch back and is raised."""
     rows = [frontier.record_row(i.t, i.lease, release=i.release) for i in items]
-    # The fetches whose URLs have hints are tested (issue 38) in the same transaction; a batch
-    # with neither hints nor extra writes stays one statement.
+    # A batch with neither hints to test nor extra writes stays one statement.
     tested = await hints.hinted(pool, [i.t for i in items])
     if not tested and not any(i.extra_writes for i in items):
         written = await frontier.record_fetches(pool, rows)  # one statement: one transaction

@@ -31,10 +31,8 @@ class UrlHistory:
 
 @dataclass(frozen=True, slots=True)
 class HostSummary:
-    """One host's row, every figure from its own observations.
-
-    watched_days: the spans of its URLs (first to last successful fetch), summed.
-    """
+    """One host's row, every figure from its own observations; ``watched_days``: the spans
+    of its URLs (first to last successful fetch), summed."""
 
     origin: str
     urls: int
@@ -44,34 +42,23 @@ class HostSummary:
 
     @property
     def changes_per_day(self) -> float | None:
-        """Detected changes per day watched; None when no URL was watched over a span.
-
-        Not the estimator's working rate (urls.change_rate_per_day): that one starts from the
-        prior, may come from Last-Modified dates, and is unset after a failed fetch, so beside
-        these counts it read as a contradiction (a rate for a host with no change, none for
-        hosts with many).
-        """
+        """Detected changes per day watched; None when no URL was watched over a span. Not
+        the estimator's working rate (urls.change_rate_per_day), which starts from the prior,
+        may come from Last-Modified dates, and would contradict these counts."""
         return self.changes / self.watched_days if self.watched_days > 0 else None
 
 
 async def url_histories(conn: asyncpg.Connection) -> list[UrlHistory]:
-    rows = await conn.fetch(REPORT_QUERIES["url_histories"])
     return [
-        UrlHistory(
-            url_id=int(row["url_id"]),
-            first_seconds=float(row["first_seconds"]),
-            last_seconds=float(row["last_seconds"]),
-            change_count=int(row["change_count"]),
-            change_seconds=tuple(float(s) for s in row["change_seconds"]),
-        )
-        for row in rows
+        UrlHistory(int(row["url_id"]), float(row["first_seconds"]), float(row["last_seconds"]),
+                   int(row["change_count"]), tuple(float(s) for s in row["change_seconds"]))
+        for row in await conn.fetch(REPORT_QUERIES["url_histories"])
     ]
 
 
 @dataclass(frozen=True, slots=True)
 class ReportRows:
-    """What the report reads: every URL's history, the planner's choices (change rates and
-    revisit intervals), the ``max_hosts`` hosts it lists, and the totals."""
+    """What the report reads: URL histories, the planner's choices, listed hosts, totals."""
 
     histories: list[UrlHistory]
     change_rates_per_day: tuple[float, ...]
@@ -96,13 +83,8 @@ async def report_rows(conn: asyncpg.Connection, max_hosts: int) -> ReportRows:
         change_rates_per_day=tuple(float(r) for r in choices["change_rates_per_day"]),
         revisit_intervals_days=tuple(float(d) for d in choices["revisit_intervals_days"]),
         hosts=[
-            HostSummary(
-                origin=row["origin"],
-                urls=int(row["urls"]),
-                fetches=int(row["fetches"]),
-                changes=int(row["changes"]),
-                watched_days=float(row["watched_days"]),
-            )
+            HostSummary(row["origin"], int(row["urls"]), int(row["fetches"]), int(row["changes"]),
+                        float(row["watched_days"]))
             for row in host_rows
         ],
         host_count=int(totals["hosts"]),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from crawler.db.queries import QUERIES
+from crawler.db.queries import QUERIES, row_as
 
 # --- watched regions and exactness ----------------------------------------------------------
 
@@ -29,10 +29,7 @@ class UrlRegion:
 async def url_region(conn: asyncpg.Connection, url: str) -> UrlRegion | None:
     """The regions of a known URL; None when it is not known."""
     row = await conn.fetchrow(QUERIES["url_region"], url)
-    if row is None:
-        return None
-    return UrlRegion(row["watch_css"], row["ignore_css"], row["site_root_url"],
-                     row["site_watch_css"], row["site_ignore_css"])
+    return None if row is None else row_as(UrlRegion, row)
 
 
 async def set_url_region(conn: asyncpg.Connection, urls: Sequence[str], watch: str | None,
@@ -139,8 +136,7 @@ async def apply_schedule_rules(conn: asyncpg.Connection, urls: Sequence[BoundedU
     """Give these URLs the rule now in force for them (or none), due times moved into it."""
     rows = await conn.fetch(QUERIES["apply_schedule_rules"], [u.id for u in urls],
                             [u.host_id for u in urls])
-    return [BoundedUrl(r["id"], r["host_id"], r["next_fetch_at"], r["own_min_interval_seconds"],
-                       r["own_max_interval_seconds"], r["fetch_windows"]) for r in rows]
+    return [row_as(BoundedUrl, r) for r in rows]
 
 
 async def move_due_times(conn: asyncpg.Connection,
@@ -152,8 +148,7 @@ async def move_due_times(conn: asyncpg.Connection,
 
 @dataclass(frozen=True, slots=True)
 class ScheduleRule:
-    """A stored schedule rule: what it names (kind 'url', 'host' or 'pattern'; target) and
-    its bounds."""
+    """A stored schedule rule: its kind ('url', 'host' or 'pattern'), target and bounds."""
 
     kind: str
     target: str
@@ -163,9 +158,7 @@ class ScheduleRule:
 
 
 async def schedule_rules(conn: asyncpg.Connection) -> list[ScheduleRule]:
-    return [ScheduleRule(r["kind"], r["target"], r["min_interval_seconds"],
-                         r["max_interval_seconds"], r["windows"])
-            for r in await conn.fetch(QUERIES["schedule_rules"])]
+    return [row_as(ScheduleRule, r) for r in await conn.fetch(QUERIES["schedule_rules"])]
 
 
 async def delete_schedule_rule(conn: asyncpg.Connection, kind: str, target: str) -> bool:

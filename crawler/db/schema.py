@@ -1,9 +1,5 @@
-"""The schema, defined once as SQLAlchemy Core tables.
-
-Tables are created only by the Alembic revisions in ``migrations/``; a test checks that the
-migrated database matches these definitions. The frontier's hot statements are plain SQL in
-``queries.sql``; these objects exist for migrations, comparison and readable admin queries.
-"""
+"""The schema as SQLAlchemy Core tables: created only by the Alembic revisions in
+``migrations/``, and a test checks that the migrated database matches these definitions."""
 
 from __future__ import annotations
 
@@ -37,11 +33,16 @@ metadata = MetaData()
 
 URL_STATES = tuple(state.value for state in UrlState)
 
+
+def _one_of(column: str, values: tuple[str, ...], name: str) -> CheckConstraint:
+    return CheckConstraint(f"{column} IN (" + ", ".join(f"'{v}'" for v in values) + ")",
+                           name=name)
+
 hosts = Table(
     "hosts",
     metadata,
-    # The host's host_id (migration 0010_citus): crawler.core.hostid.host_id(origin), a hash
-    # of the origin, not a sequence, so that daemons, seeders and shards agree on it alone.
+    # crawler.core.hostid.host_id(origin), a hash of the origin, not a sequence, so that
+    # daemons, seeders and shards agree on it alone.
     Column("id", BigInteger, primary_key=True, autoincrement=False),
     # scheme://host[:port]: the politeness unit (one request in flight, a delay between two).
     # Unique through the key (a hash of it); a colliding origin is refused when seeded.
@@ -49,12 +50,8 @@ hosts = Table(
     # Earliest next_fetch_at of the host's URLs, kept up to date so that finding hosts with
     # due work is an index range scan instead of a scan of every URL.
     Column("next_due_at", DateTime(timezone=True), nullable=True),
-    Column(
-        "next_request_at",
-        DateTime(timezone=True),
-        nullable=False,
-        server_default=text("'-infinity'"),
-    ),
+    Column("next_request_at", DateTime(timezone=True), nullable=False,
+           server_default=text("'-infinity'")),
     Column("crawl_delay_seconds", Float, nullable=True),
     Column("lease_owner", Text, nullable=True),
     Column("lease_expires_at", DateTime(timezone=True), nullable=True),
@@ -70,32 +67,26 @@ hosts = Table(
     Column("robots_unreachable_since", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     # The last connection-level failure (tls_expired, dns, timeout_connect...), robots.txt
-    # included, so that `crawler status` can say why a host is backed off (migration 0003).
+    # included, so that `crawler status` can say why a host is backed off.
     Column("last_error_kind", Text, nullable=True),
     Column("last_error_at", DateTime(timezone=True), nullable=True),
     # Fencing epoch: incremented at every claim; writes under an older epoch are rejected.
     Column("lease_epoch", BigInteger, nullable=False, server_default=text("0")),
-    # 0004_frontier_control: why the host cannot be fetched at all (the SSRF policy refused its
-    # address), shown by status; and an operator's pause (a paused host is never claimed).
+    # Why the host cannot be fetched at all (the SSRF policy refused its address), and an
+    # operator's pause (a paused host is never claimed).
     Column("refused_reason", Text, nullable=True),
     Column("paused", Boolean, nullable=False, server_default=text("false")),
-    # 0009_readiness: when the host next may and should be claimed (due work, politeness,
-    # backoff, a live lease's expiry); NULL when paused or without URLs. Generated, so every
-    # statement that moves one of its inputs moves it; the claim and the idle wake walk its
-    # index in order and stop after the batch.
-    Column(
-        "ready_at",
-        DateTime(timezone=True),
-        Computed(
-            "CASE WHEN paused OR next_due_at IS NULL THEN NULL "
-            "ELSE GREATEST(next_due_at, next_request_at, backoff_until, lease_expires_at) END",
-            persisted=True,
-        ),
-        nullable=True,
-    ),
+    # When the host next may and should be claimed (due work, politeness, backoff, a live
+    # lease's expiry); NULL when paused or without URLs. Generated, so every statement that
+    # moves one of its inputs moves it; the claim walks its index in order.
+    Column("ready_at", DateTime(timezone=True), Computed(
+        "CASE WHEN paused OR next_due_at IS NULL THEN NULL "
+        "ELSE GREATEST(next_due_at, next_request_at, backoff_until, lease_expires_at) END",
+        persisted=True,
+    ), nullable=True),
     Index("hosts_ready_at_idx", "ready_at", postgresql_where=text("ready_at IS NOT NULL")),
     Index("hosts_paused_idx", "origin", postgresql_where=text("paused")),
-    # 0016_unpaused_due_index: the most overdue host not paused (the backlog gauges), one entry.
+    # The most overdue host not paused (the backlog gauges), one entry.
     Index("hosts_unpaused_due_idx", "next_due_at", postgresql_where=text("NOT paused")),
     Index("hosts_lease_owner_idx", "lease_owner", postgresql_where=text("lease_owner IS NOT NULL")),
 )
@@ -111,7 +102,7 @@ sites = Table(
     # (crawler.core.region): CSS selectors of the elements kept, and of those removed.
     Column("watch_css", Text, nullable=True),
     Column("ignore_css", Text, nullable=True),
-    # Every page of the window without a rule of its own is watched exactly (0026_exact_watch).
+    # Every page of the window without a rule of its own is watched exactly.
     Column("watch_exact", Boolean, nullable=False, server_default=text("false")),
     # URL patterns (crawler.core.patterns) the window's discovered links must match / must not
     # match, after the global CRAWLER_INCLUDE / CRAWLER_EXCLUDE.
@@ -122,9 +113,9 @@ sites = Table(
 urls = Table(
     "urls",
     metadata,
-    # Keys include host_id (0010_citus): urls can be distributed on it, with its host.
+    # Keys include host_id: urls can be distributed on it, with its host.
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("url", Text(collation="C"), nullable=False),  # 0019: bytes, not locale
+    Column("url", Text(collation="C"), nullable=False),  # compared as bytes, not by locale
     Column("host_id", BigInteger, ForeignKey("hosts.id", ondelete="CASCADE"), nullable=False,
            primary_key=True),
     Column("state", Text, nullable=False, server_default=text("'new'")),
@@ -140,24 +131,16 @@ urls = Table(
     Column("change_count", Integer, nullable=False, server_default=text("0")),
     Column("consecutive_failures", Integer, nullable=False, server_default=text("0")),
     # Sufficient statistics of the Poisson likelihood (crawler.core.estimate.ChangeHistory).
-    Column(
-        "changed_intervals_days",
-        ARRAY(DOUBLE_PRECISION),
-        nullable=False,
-        server_default=text("'{}'"),
-    ),
+    Column("changed_intervals_days", ARRAY(DOUBLE_PRECISION), nullable=False,
+           server_default=text("'{}'")),
     Column("unchanged_days", Float, nullable=False, server_default=text("0")),
     Column("intervals_observed", Integer, nullable=False, server_default=text("0")),
     Column("change_rate_per_day", Float, nullable=True),
     Column("fetch_rate_per_day", Float, nullable=True),
     # (start, end] brackets, in POSIX days, of the newest fetch intervals that saw a change,
     # flattened [s1, e1, s2, e2, ...]: the evidence for detecting a regular update period.
-    Column(
-        "change_brackets_days",
-        ARRAY(DOUBLE_PRECISION),
-        nullable=False,
-        server_default=text("'{}'"),
-    ),
+    Column("change_brackets_days", ARRAY(DOUBLE_PRECISION), nullable=False,
+           server_default=text("'{}'")),
     # A detected regular update clock (crawler.core.periodic.PeriodicModel), if any.
     Column("update_period_days", Float, nullable=True),
     Column("update_phase_days", Float, nullable=True),
@@ -179,46 +162,38 @@ urls = Table(
     Column("lm_fetches", Integer, nullable=False, server_default=text("0")),
     Column("lm_changes", Integer, nullable=False, server_default=text("0")),
     Column("lm_observed_days", Float, nullable=False, server_default=text("0")),
-    Column(
-        "lm_evidence_days",
-        ARRAY(DOUBLE_PRECISION),
-        nullable=False,
-        server_default=text("'{}'"),
-    ),
+    Column("lm_evidence_days", ARRAY(DOUBLE_PRECISION), nullable=False,
+           server_default=text("'{}'")),
     # The URL's own watched region (crawler.core.region), and the key of the region its
-    # last_simhash was computed under ('' is the whole page): a mismatch makes the next fetch
-    # a new baseline rather than a change.
+    # last_simhash was computed under ('' the whole page): a mismatch makes a new baseline.
     Column("watch_css", Text, nullable=True),
     Column("ignore_css", Text, nullable=True),
     Column("fingerprint_region", Text, nullable=False, server_default=text("''")),
-    # Whether the page's out-links were read since it joined its site (migration
-    # 0013_out_links_read): until they are, it is fetched without validators and parsed.
+    # Whether the page's out-links were read since it joined its site: until they are, it is
+    # fetched without validators and parsed.
     Column("out_links_read", Boolean, nullable=False, server_default=text("false")),
     # Watched exactly (crawler watch --exact): any change of the visible text is a change,
-    # judged by last_text_hash, the SHA-1 of that text as last fetched (0026_exact_watch).
+    # judged by last_text_hash, the SHA-1 of that text as last fetched.
     Column("watch_exact", Boolean, nullable=False, server_default=text("false")),
     Column("last_text_hash", LargeBinary, nullable=True),
-    # The watcher's own schedule in force for the URL (crawler bound, 0029_schedule_bounds):
-    # interval bounds in seconds (NULL: the crawler's setting) and weekly fetch windows.
+    # The watcher's own schedule in force for the URL (crawler bound): interval bounds in
+    # seconds (NULL: the crawler's setting) and weekly fetch windows.
     Column("own_min_interval_seconds", Float, nullable=True),
     Column("own_max_interval_seconds", Float, nullable=True),
     Column("fetch_windows", Text, nullable=True),
-    # The last fetch whatever its answer (migration 0015_last_attempt): last_fetched_at is the
-    # last one that brought content, which the change estimator's intervals start from.
+    # The last fetch whatever its answer: last_fetched_at is the last one that brought
+    # content, which the change estimator's intervals start from.
     Column("last_attempt_at", DateTime(timezone=True), nullable=True),
     Column("last_outcome", Text, nullable=True),
-    # When no sitemap of its host listed it any more (0033_sitemap_schedule); NULL while one
-    # does, or when none ever did.
+    # When no sitemap of its host listed it any more; NULL while one does, or none ever did.
     Column("unlisted_at", DateTime(timezone=True), nullable=True),
-    CheckConstraint(
-        "state IN (" + ", ".join(f"'{s}'" for s in URL_STATES) + ")", name="urls_state_check"
-    ),
+    _one_of("state", URL_STATES, "urls_state_check"),
     UniqueConstraint("host_id", "url", name="urls_host_id_url_key"),
-    # 0021_due_index_include_id: the id too, so that a host's next due time without the URL
-    # just fetched is read from the index alone.
+    # The id too, so that a host's next due time without the URL just fetched is read from
+    # the index alone.
     Index("urls_host_next_fetch_idx", "host_id", "next_fetch_at", postgresql_include=["id"]),
     Index("urls_site_idx", "site_id", postgresql_where=text("site_id IS NOT NULL")),
-    # 0033_sitemap_schedule: the few URLs no sitemap lists any more, by host.
+    # The few URLs no sitemap lists any more, by host.
     Index("urls_unlisted_idx", "host_id", postgresql_where=text("unlisted_at IS NOT NULL")),
     # A site's stored window, for the incremental update (crawler.db.windows).
     Index("urls_site_window_idx", "host_id", "site_id", "depth",
@@ -228,8 +203,8 @@ urls = Table(
 observations = Table(
     "observations",
     metadata,
-    # A surrogate, not the key (0022_observation_key), filled from its owned sequence
-    # (bigserial), a default reflection reads as autoincrement.
+    # A surrogate, not the key, filled from its owned sequence (bigserial), a default
+    # reflection reads as autoincrement.
     Column("id", BigInteger, nullable=False),
     Column("url_id", BigInteger, nullable=False),
     Column("fetched_at", DateTime(timezone=True), nullable=False),  # partition key
@@ -246,17 +221,13 @@ observations = Table(
     Column("last_modified", DateTime(timezone=True), nullable=True),
     Column("error_kind", Text, nullable=True),
     Column("truncated", Boolean, nullable=False, server_default=text("false")),
-    # 0010_citus: the URL's host_id, in every key (the rows live with their host).
-    Column("host_id", BigInteger, nullable=False),
-    # No foreign key to urls (0023_observations_without_url_fk): its check, a lookup and lock
-    # of the URL's row per observation, is not needed: record_fetches inserts only for a URL
-    # row it updated, and crawler remove deletes a removed URL's observations itself.
-    # The natural key: a retried commit after a lost acknowledgement cannot record a fetch
-    # twice (0022_observation_key).
+    Column("host_id", BigInteger, nullable=False),  # in every key: rows live with their host
+    # No foreign key to urls (its check locks the URL's row per observation): record_fetches
+    # inserts only for a URL row it updated, and crawler remove deletes a removed URL's
+    # observations itself. The natural key: a retried commit cannot record a fetch twice.
     PrimaryKeyConstraint("url_id", "fetched_at", "host_id", name="observations_pkey"),
     Index("observations_fetched_at_idx", "fetched_at"),
-    # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
-    postgresql_partition_by="RANGE (fetched_at)",
+    postgresql_partition_by="RANGE (fetched_at)",  # by month: crawler.db.partitions
 )
 
 # The link graph of windowed sites as last observed: a fetch writes the links its page added,
@@ -267,7 +238,7 @@ links = Table(
     Column("from_url_id", BigInteger, primary_key=True),
     Column("to_url_id", BigInteger, primary_key=True),
     Column("position", Integer, nullable=False),
-    # 0010_citus: the host of both ends (a window follows links within its page's host).
+    # The host of both ends (a window follows links within its page's host).
     Column("host_id", BigInteger, nullable=False, primary_key=True),
     ForeignKeyConstraint(["from_url_id", "host_id"], ["urls.id", "urls.host_id"],
                          ondelete="CASCADE", name="links_from_url_id_host_id_fkey"),
@@ -285,10 +256,9 @@ planner_state = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
 )
 
-# The collection (crawler.store): one row per stored WARC record (a response, or a revisit
-# of the URL's last stored response), written in the fetch's own transaction after the
-# record's bytes are in the file. Keyed by (url_id, fetched_at) like observations, so both
-# can be partitioned by time together.
+# The collection (crawler.store): one row per stored WARC record (a response, or a revisit of
+# the URL's last stored response), written in the fetch's own transaction after the record's
+# bytes are in the file. Keyed by (url_id, fetched_at) like observations.
 RECORD_TYPES = ("response", "revisit")
 
 stored_records = Table(
@@ -308,32 +278,24 @@ stored_records = Table(
     Column("payload_bytes", Integer, nullable=False),
     Column("changed", Boolean, nullable=True),  # the observation's verdict (simhash)
     Column("refers_to", Text, nullable=True),  # a revisit's original: its WARC-Record-ID
-    # 0010_citus: the URL's host_id, in every key (the rows live with their host).
-    Column("host_id", BigInteger, nullable=False, primary_key=True),
-    # 0017: the record's WARC-Target-URI (a revisit names its original's); NULL: not known.
+    Column("host_id", BigInteger, nullable=False, primary_key=True),  # the URL's
+    # The record's WARC-Target-URI (a revisit names its original's); NULL: not known.
     Column("target_uri", Text, nullable=True),
-    # 0028: why the record cannot be read back as indexed (crawler.store.damage); NULL: sound.
+    # Why the record cannot be read back as indexed (crawler.store.damage); NULL: sound.
     Column("damaged", Text, nullable=True),
     ForeignKeyConstraint(["url_id", "host_id"], ["urls.id", "urls.host_id"],
                          ondelete="CASCADE", name="stored_records_url_id_host_id_fkey"),
-    CheckConstraint(
-        "record_type IN (" + ", ".join(f"'{t}'" for t in RECORD_TYPES) + ")",
-        name="stored_records_type_check",
-    ),
+    _one_of("record_type", RECORD_TYPES, "stored_records_type_check"),
     Index("stored_records_url_fetched_idx", "url_id", "fetched_at", "host_id", unique=True),
-    Index(
-        "stored_records_url_response_idx", "url_id", "fetched_at",
-        postgresql_where=text("record_type = 'response'"),
-    ),
+    Index("stored_records_url_response_idx", "url_id", "fetched_at",
+          postgresql_where=text("record_type = 'response'")),
     Index("stored_records_file_idx", "warc_file"),
     Index("stored_records_damaged_idx", "id", postgresql_where=text("damaged IS NOT NULL")),
-    # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
-    postgresql_partition_by="RANGE (fetched_at)",
+    postgresql_partition_by="RANGE (fetched_at)",  # by month: crawler.db.partitions
 )
 
-# Where each WARC file lives (0031): the machine and directory of the daemon that wrote it,
-# registered before the first index row naming it commits, so that `crawler get` on a machine
-# that cannot see a file names the one that holds it.
+# Where each WARC file lives (the machine and directory of the daemon that wrote it), so that
+# `crawler get` on a machine that cannot see a file names the one that holds it.
 warc_files = Table(
     "warc_files",
     metadata,
@@ -345,7 +307,7 @@ warc_files = Table(
 
 # The change-event outbox: written in the fetch's transaction, delivered by the webhook task
 # (crawler.daemon.webhook) in id order per URL, at least once.
-# failing / recovered / region_missing: alerts (crawler.core.alerts, 0027_webhook_alerts).
+# failing / recovered / region_missing: alerts (crawler.core.alerts).
 EVENT_KINDS = ("changed", "gone", "back", "failing", "recovered", "region_missing")
 
 change_events = Table(
@@ -361,17 +323,13 @@ change_events = Table(
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     Column("next_attempt_at", DateTime(timezone=True), nullable=True),
     Column("last_error", Text, nullable=True),
-    # 0010_citus: the URL's host_id, in every key (the rows live with their host).
-    Column("host_id", BigInteger, nullable=False, primary_key=True),
+    Column("host_id", BigInteger, nullable=False, primary_key=True),  # the URL's
     # Queued again by `crawler changes --replay-to-webhook`: delivered even when older than the
-    # webhook's start (0027_webhook_alerts).
+    # webhook's start.
     Column("replay", Boolean, nullable=False, server_default=text("false")),
     ForeignKeyConstraint(["url_id", "host_id"], ["urls.id", "urls.host_id"],
                          ondelete="CASCADE", name="change_events_url_id_host_id_fkey"),
-    CheckConstraint(
-        "kind IN (" + ", ".join(f"'{k}'" for k in EVENT_KINDS) + ")",
-        name="change_events_kind_check",
-    ),
+    _one_of("kind", EVENT_KINDS, "change_events_kind_check"),
     # With kind: one fetch may raise a change and an alert of the same URL.
     Index("change_events_url_fetched_idx", "url_id", "fetched_at", "host_id", "kind",
           unique=True),
@@ -379,12 +337,11 @@ change_events = Table(
     Index("change_events_pending_idx", "id", postgresql_where=text("delivered_at IS NULL")),
     Index("change_events_replay_idx", "id",
           postgresql_where=text("delivered_at IS NULL AND replay")),
-    # Partitioned by month of fetched_at (migration 0008, crawler.db.partitions).
-    postgresql_partition_by="RANGE (fetched_at)",
+    postgresql_partition_by="RANGE (fetched_at)",  # by month: crawler.db.partitions
 )
 
 # Each webhook URL ever configured and the outbox id it starts after: a new one starts from
-# now (crawler.daemon.webhook), history is sent only on request (0027_webhook_alerts).
+# now (crawler.daemon.webhook), history is sent only on request.
 webhooks = Table(
     "webhooks",
     metadata,
@@ -418,8 +375,7 @@ alerts = Table(
     Column("raised", Boolean, nullable=False, server_default=text("false")),
 )
 
-# Live daemons: each refreshes its row every few seconds; the planner sums the concurrency of
-# those seen recently to derive the fleet's budget.
+# Live daemons, each refreshing its row: the planner sums their concurrency for the budget.
 daemons = Table(
     "daemons",
     metadata,
@@ -427,10 +383,9 @@ daemons = Table(
     Column("concurrency", Integer, nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    # The plan version this daemon schedules under (``plans.version``), refreshed with the
-    # heartbeat: every live daemon should show the newest.
+    # The plan version this daemon schedules under (every live daemon should show the newest).
     Column("plan_version", BigInteger, nullable=True),
-    # 0028: why this daemon cannot write its collection now (crawler.store.health); NULL: it can.
+    # Why this daemon cannot write its collection now (crawler.store.health); NULL: it can.
     Column("storage_fault", Text, nullable=True),
 )
 
@@ -446,10 +401,9 @@ schedule_rules = Table(
     Column("max_interval_seconds", Float, nullable=True),
     Column("windows", Text, nullable=False, server_default=""),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    # 0032_rules_for_new_urls: when last set (of the rules matching a URL, the one set last is
-    # in force), the windows as url_bounds.parse_windows' week spans, flattened; and what the
-    # new-URL trigger passes rules over by: the host key of every URL the rule matches (when
-    # one), a pattern's literal prefix.
+    # When last set (of the rules matching a URL, the one set last is in force), the windows
+    # as url_bounds.parse_windows' week spans, flattened; and what the new-URL trigger passes
+    # rules over by: the host key of every URL the rule matches (when one), a pattern's prefix.
     Column("set_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("window_spans", ARRAY(DOUBLE_PRECISION), nullable=True),
     Column("match_host_id", BigInteger,
@@ -465,9 +419,9 @@ schedule_rules = Table(
     UniqueConstraint("kind", "target", name="schedule_rules_kind_target_key"),
 )
 
-# `crawler watch --pattern` rules, for the URLs that arrive later (0032_rules_for_new_urls):
-# per pattern and part ('exact': 'true'/'false'; 'watch', 'ignore': a CSS selector, '' for
-# none), the value it set and when; per part, the pattern set last wins.
+# `crawler watch --pattern` rules, for the URLs that arrive later: per pattern and part
+# ('exact': 'true'/'false'; 'watch', 'ignore': a CSS selector, '' for none), the value it set
+# and when; per part, the pattern set last wins.
 watch_rules = Table(
     "watch_rules",
     metadata,
@@ -510,12 +464,12 @@ plans = Table(
     Column("achieved_per_day", Float, nullable=True),
     Column("sampled", Integer, nullable=False, server_default="0"),
     Column("population", Float, nullable=False, server_default="0"),
-    # Pages of the sample planned as completely observed (0034); 0: μ solved without them.
+    # Pages of the sample planned as completely observed; 0: μ solved without them.
     Column("complete_sampled", Integer, nullable=False, server_default=text("0")),
 )
 
-# Sitemaps and feeds of each host (issue 37, migration 0030): what each file was and listed
-# when last read, and its validators; ``robots_origin``: the origin whose robots.txt listed it.
+# Sitemaps and feeds of each host (issue 37): what each file was and listed when last read,
+# and its validators; ``robots_origin``: the origin whose robots.txt listed it.
 sitemaps = Table(
     "sitemaps",
     metadata,
@@ -534,10 +488,9 @@ sitemaps = Table(
     Column("error", Text, nullable=True),
     Column("etag", Text, nullable=True),
     Column("last_modified", DateTime(timezone=True), nullable=True),
-    # Read again on a schedule of its own (0033_sitemap_schedule, crawler.daemon.sitemaps):
-    # how it was found (robots, seed, index, page) and where, when it is next read (the
-    # reader's claim walks sitemaps_next_read_idx; lease_epoch fences its write), the listing
-    # last read (digest) and its last change, and the page model's change statistics.
+    # Read again on a schedule of its own (crawler.daemon.sitemaps): how it was found
+    # (robots, seed, index, page) and where, when it is next read (lease_epoch fences the
+    # reader's write), the listing last read (digest), and its change statistics.
     Column("source", Text, nullable=True),
     Column("found_on", Text, nullable=True),
     Column("next_read_at", DateTime(timezone=True), nullable=True),
@@ -560,7 +513,7 @@ sitemaps = Table(
           postgresql_where=text("next_read_at IS NOT NULL")),
 )
 
-# Which URLs each sitemap lists as last read (0033): ``sitemap_id`` is the file URL's hash
+# Which URLs each sitemap lists as last read: ``sitemap_id`` is the file URL's hash
 # (crawler_host_id(url)); keyed by the URL's host. No foreign key (its check cost a third of
 # recording a listing): `crawler remove` deletes a removed URL's rows itself.
 sitemap_urls = Table(
@@ -590,9 +543,8 @@ url_hints = Table(
                     name="url_hints_kind"),
 )
 
-# How far each host's hint sources are trusted (issue 38, migration 0034): the tests of
-# crawler.core.hint_trust.HintCounts, their assessment, and (generated) the classification
-# with the "now" rule applied. ``source`` is a url_hints kind.
+# How far each host's hint sources (url_hints kinds) are trusted (issue 38): the tests of
+# crawler.core.hint_trust.HintCounts, their assessment, and the classification they give.
 hint_trust = Table(
     "hint_trust",
     metadata,
@@ -621,8 +573,8 @@ hint_trust = Table(
                     name="hint_trust_tested_class"),
 )
 
-# Per URL with hints (0034): since when its hints are watched, its pending test (the last
-# fetch interval, tested at the next fetch) and the next fetch its own schedule planned.
+# Per URL with hints: since when its hints are watched, its pending test (the last fetch
+# interval, tested at the next fetch) and the next fetch its own schedule planned.
 url_hint_state = Table(
     "url_hint_state",
     metadata,

@@ -1,23 +1,12 @@
 """Sitemaps and feeds in PostgreSQL (issue 37): what each file lists, and when it is read next.
 
 Shared by the daemon's reader (``crawler.daemon.sitemaps``), which reads due files again, and
-the seeder (``crawler seed --sitemaps``), which reads them the first time:
-
-- ``apply_listing``: what a file lists now against what it listed at its last read. URLs it
-  did not list before are seeded (new ones join the collection, a gone one is asked for
-  again) and recorded in ``sitemap_urls``; a URL it lists loses its unlisted flag; after a
-  whole read (not cut, not invalid) the URLs it no longer lists are forgotten, and each that
-  no sitemap of its host lists any more is flagged (``urls.unlisted_at``). The listing goes
-  to the database as arrays, one statement for its ids, and the difference is taken on them.
-- ``read_values`` and ``record_read``: the row after a read, with its next read time
-  (``crawler.core.sitemap_schedule``); the daemon's write is fenced by its claim's epoch.
-- ``register`` and ``forget_children``: the files an index names join as sitemaps of their
-  own, and those it no longer names go, with what they listed.
-- ``page_feeds``: the feeds a fetched page announces (``<link rel="alternate">`` RSS or
-  Atom, on the page's own host) join as sitemaps of the host, in the fetch's own
-  transaction, when the host is read through its sitemaps already (seeded with
-  ``--sitemaps`` or ``--sitemap``): at most ``MAX_PAGE_FEEDS`` a host, since a blog
-  announces a comment feed on every post.
+the seeder (``crawler seed --sitemaps``), which reads them the first time. A URL a file lists
+loses its unlisted flag; after a whole read (not cut, not invalid) the URLs it no longer lists
+are forgotten, and each that no sitemap of its host lists any more is flagged
+(``urls.unlisted_at``). The feeds a fetched page announces join as sitemaps of its host when
+the host is read through its sitemaps already: at most ``MAX_PAGE_FEEDS`` a host, since a
+blog announces a comment feed on every post.
 """
 
 from __future__ import annotations
@@ -93,26 +82,19 @@ class SitemapRow:
     @property
     def member_hosts(self) -> list[int]:
         """The hosts of the URLs it may list: its own, and its vouching origin's."""
-        hosts = {host_id(self.origin)}
-        vouching = self.vouching_origin
-        if vouching is not None:
-            hosts.add(host_id(vouching))
-        return sorted(hosts)
+        return sorted({host_id(o) for o in (self.origin, self.vouching_origin) if o is not None})
 
 
 def row_from_record(record: asyncpg.Record, *, fenced: bool = True) -> SitemapRow:
     """A ``claim_due_sitemaps`` (or ``sitemap_state``) row."""
     state = SitemapState(
-        host_id=record["host_id"],
-        answered_at=finite(record["answered_at"]),
+        host_id=record["host_id"], answered_at=finite(record["answered_at"]),
         digest=None if record["digest"] is None else bytes(record["digest"]),
-        reads=record["reads"],
-        changes=record["changes"],
+        reads=record["reads"], changes=record["changes"],
         consecutive_failures=record["consecutive_failures"],
         history=ChangeHistory(tuple(record["changed_intervals_days"] or ()),
                               record["unchanged_days"], record["intervals_observed"]),
-        change_rate_per_day=record["change_rate_per_day"],
-        etag=record["etag"],
+        change_rate_per_day=record["change_rate_per_day"], etag=record["etag"],
         last_modified=finite(record["last_modified"]),
     )
     return SitemapRow(
@@ -132,8 +114,7 @@ async def claim_due(conn: asyncpg.Connection | asyncpg.Pool, count: int,
 
 async def next_due(conn: asyncpg.Connection | asyncpg.Pool) -> float | None:
     """When the next sitemap falls due (epoch seconds), None when none is scheduled."""
-    due: float | None = await conn.fetchval(QUERIES["sitemaps_next_due"])
-    return finite(due)
+    return finite(await conn.fetchval(QUERIES["sitemaps_next_due"]))
 
 
 async def postpone(conn: asyncpg.Connection | asyncpg.Pool, row: SitemapRow,
@@ -182,8 +163,7 @@ class HostKeys:
         return key
 
 
-# Hints per statement, each in a transaction that locks their hosts: a 50,000-URL file in
-# two, where each statement costs its planning (milliseconds) and four round trips.
+# Hints per statement, each in a transaction that locks their hosts: a 50,000-URL file in two.
 HINT_BATCH = 25_000
 Hint = tuple[str, str, float, str]  # url, kind, claimed (epoch seconds), source file
 
@@ -200,32 +180,23 @@ async def record_hints(conn: asyncpg.Connection, hints: list[Hint], now: float,
     moved: set[int] = set()
     for start in range(0, len(hints), HINT_BATCH):
         batch = hints[start : start + HINT_BATCH]
-        hosts = [keys.of(h[0]) for h in batch]
-        moved |= await record_claims(
-            conn, [h[0] for h in batch], hosts, [h[1] for h in batch], [h[2] for h in batch],
-            [h[3] for h in batch], now,
-        )
+        urls, kinds, claimed, sources = map(list, zip(*batch, strict=True))
+        moved |= await record_claims(conn, urls, [keys.of(u) for u in urls], kinds, claimed,
+                                     sources, now)
     if moved:
         await refresh_due(conn, moved)
 
 
 async def apply_listing(
-    pool: asyncpg.Pool,
-    row: SitemapRow,
-    urls: Sequence[str],
-    *,
-    whole: bool,
-    now: float,
+    pool: asyncpg.Pool, row: SitemapRow, urls: Sequence[str], *, whole: bool, now: float,
     seed_new: bool,
 ) -> ListingChange:
-    """Record that ``row``'s file lists ``urls`` (normalised, accepted by its location and
-    the URL patterns) as read at ``now``; ``whole``: the read was complete, so what it does
-    not list is no longer listed. With ``seed_new`` the URLs it did not list before are
-    seeded first (the seeder seeds every URL itself).
-
-    The difference with the last read is taken here, on id sets, and written by statements
-    each driven by the ids they change: none of them joins two large sets, so no plan (on
-    statistics not gathered yet, just after a seed) can make one quadratic."""
+    """Record that ``row``'s file lists ``urls`` (normalised, accepted by its location and the URL
+    patterns) as read at ``now``; ``whole``: the read was complete, so what it does not list is no
+    longer listed. With ``seed_new`` the URLs it did not list before are seeded first (the seeder
+    seeds every URL itself). The difference with the last read is taken here, on id sets, and
+    written by statements each driven by the ids they change: none of them joins two large sets, so
+    no plan (on statistics not gathered yet, just after a seed) can make one quadratic."""
     keys = HostKeys()
     url_hosts = [keys.of(u) for u in urls]
     hosts = sorted(set(row.member_hosts) | set(url_hosts))
@@ -268,20 +239,10 @@ async def apply_listing(
 
 
 def read_values(
-    after: AfterRead,
-    *,
-    read_at: float,
-    status: int | None,
-    kind: str | None,
-    source: str | None = None,
-    found_on: str | None = None,
-    cut: str | None = None,
-    error: str | None = None,
-    repaired: int | None = None,
-    listed: int | None = None,
-    added: int | None = None,
-    dropped: int | None = None,
-    rejected: int | None = None,
+    after: AfterRead, *, read_at: float, status: int | None, kind: str | None,
+    source: str | None = None, found_on: str | None = None, cut: str | None = None,
+    error: str | None = None, repaired: int | None = None, listed: int | None = None,
+    added: int | None = None, dropped: int | None = None, rejected: int | None = None,
 ) -> dict[str, Any]:
     """The ``sitemap_read_record`` values of a read: its answer, and the state and next read
     time ``after`` gives. None leaves a count (or the kind, source and where it was found)
@@ -306,8 +267,7 @@ def read_values(
 
 async def record_read(conn: asyncpg.Connection | asyncpg.Pool, row: SitemapRow,
                       values: dict[str, Any]) -> bool:
-    """Write ``values`` on ``row``; False when the claim it was read under was taken over
-    (another reader claimed the file after this one's claim ran out)."""
+    """Write ``values`` on ``row``; False when another reader took its claim over."""
     written = await conn.fetchval(QUERIES["sitemap_read_record"], row.host_id, row.url,
                                   row.epoch, json.dumps(values))
     return written is not None
@@ -330,13 +290,8 @@ async def ensure_hosts(conn: asyncpg.Connection | asyncpg.Pool, urls: Iterable[s
 
 
 async def register(
-    conn: asyncpg.Connection | asyncpg.Pool,
-    urls: Sequence[str],
-    *,
-    robots_origin: str | None,
-    depth: int,
-    source: str,
-    found_on: str | None,
+    conn: asyncpg.Connection | asyncpg.Pool, urls: Sequence[str], *, robots_origin: str | None,
+    depth: int, source: str, found_on: str | None,
 ) -> list[str]:
     """Sitemaps found by reading an index (or a page), due at once; those that were new."""
     if not urls:
@@ -354,8 +309,7 @@ async def follow_robots(conn: asyncpg.Connection | asyncpg.Pool, host: int, orig
     """A re-read of ``origin``'s robots.txt (``before``: the body it replaces, ``body``: the
     new one): the ``Sitemap:`` lines it adds join as the host's sitemaps, due at once, when
     the host is read through its sitemaps already (a host seeded from URLs keeps being
-    crawled from them alone). Returns the sitemaps that were new; nothing is asked of the
-    database when no line was added."""
+    crawled from them alone). Returns the sitemaps that were new."""
     known = set(robots_sitemaps(before or ""))
     added = [url for url in robots_sitemaps(body or "") if url not in known]
     if not added or not await conn.fetchval(QUERIES["host_reads_sitemaps"], host):
@@ -385,11 +339,11 @@ async def forget_children(
             unlisted += rows[0]["unlisted"]
         for r in rows:
             if r["kind"] == "sitemapindex":
+                host = host_id(origin_of(r["url"]))
                 pending.append((SitemapRow(
-                    host_id=host_id(origin_of(r["url"])), url=r["url"],
-                    robots_origin=parent.robots_origin, kind=r["kind"],
-                    depth=parent.depth + 1, source=INDEX, found_on=parent.url, epoch=None,
-                    state=SitemapState(host_id=host_id(origin_of(r["url"])))), ()))
+                    host_id=host, url=r["url"], robots_origin=parent.robots_origin,
+                    kind=r["kind"], depth=parent.depth + 1, source=INDEX, found_on=parent.url,
+                    epoch=None, state=SitemapState(host_id=host)), ()))
     return forgotten, unlisted
 
 

@@ -60,7 +60,6 @@ async def status_rows(conn: asyncpg.Connection, limit: int, offset: int,
     backoff = (await conn.fetch(QUERIES["hosts_in_backoff"], offset + limit))[offset:]
     refused = (await conn.fetch(QUERIES["hosts_refused"], offset + limit))[offset:]
     paused = (await conn.fetch(QUERIES["hosts_paused"], offset + limit))[offset:]
-    # URLs and hosts failing now (crawler.core.alerts), each listed until it works again.
     failing = await conn.fetch(QUERIES["failing_now"], offset + limit)
     totals = await conn.fetchrow(QUERIES["status_host_list_totals"])
     storage = await conn.fetch(QUERIES["storage_faults"], live_daemon_seconds)
@@ -126,8 +125,7 @@ async def explain_rows(conn: asyncpg.Connection, url: str, hints_shown: int
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """The demo's progress line: fetches, changes and cosmetic-only changes since it started,
-    URLs due now and known."""
+    """The demo's progress line: counts since it started, URLs due now and known."""
 
     fetches: int
     changes: int

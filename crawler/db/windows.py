@@ -29,7 +29,7 @@ from crawler.core.window import (
 )
 from crawler.core.window_incremental import Facts, Need, Row, window_update
 from crawler.db import frontier
-from crawler.db.queries import QUERIES
+from crawler.db.queries import QUERIES, row_as
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +43,7 @@ class WindowedSite:
 
 async def windowed_sites(conn: asyncpg.Connection) -> list[WindowedSite]:
     """Every windowed site, by root URL (one row per site: a small table)."""
-    return [WindowedSite(r["id"], r["root_url"], r["window_size"])
-            for r in await conn.fetch(QUERIES["list_sites"])]
+    return [row_as(WindowedSite, r) for r in await conn.fetch(QUERIES["list_sites"])]
 
 
 async def register_site(conn: asyncpg.Connection, root_url: str, window_size: int) -> int:
@@ -63,11 +62,8 @@ async def set_site_patterns(
 
 async def site_link_filter(conn: asyncpg.Connection, site_id: int, targets: Sequence[str]
                            ) -> list[str]:
-    """``targets`` the site's own patterns pass (the global ones ran in the transition).
-
-    A stored pattern that no longer compiles (it was checked when stored) is not silently
-    skipped: it raises, and the fetch's transaction fails loudly.
-    """
+    """``targets`` the site's own patterns pass (the global ones ran in the transition). A
+    stored pattern that no longer compiles is not skipped: it fails the fetch's transaction."""
     row = await conn.fetchrow(QUERIES["site_patterns"], site_id)
     if row is None or not (row["include_patterns"] or row["exclude_patterns"]):
         return list(targets)
@@ -78,10 +74,8 @@ async def site_link_filter(conn: asyncpg.Connection, site_id: int, targets: Sequ
 async def discover(conn: asyncpg.Connection, site_id: int, host_id: int,
                    targets: Sequence[str], first_fetch: bool) -> list[int]:
     """The ids of ``targets`` (unique), inserting the new ones; known rows are not rewritten.
-
-    A URL inserted by a concurrent transaction between the statement's read and its insert is
-    left out of its answer; asking again (a new snapshot) finds it.
-    """
+    A URL a concurrent transaction inserted between the statement's read and its insert is
+    left out of its answer; asking again (a new snapshot) finds it."""
     ids: dict[str, int] = {}
     for _ in range(3):
         missing = [t for t in targets if t not in ids]
@@ -97,20 +91,12 @@ async def discover(conn: asyncpg.Connection, site_id: int, host_id: int,
 
 
 async def replace_out_links(
-    conn: asyncpg.Connection,
-    url_id: int,
-    site_id: int,
-    host_id: int,
-    targets: Sequence[str],
-    *,
-    first_fetch: bool = False,
+    conn: asyncpg.Connection, url_id: int, site_id: int, host_id: int, targets: Sequence[str],
+    *, first_fetch: bool = False,
 ) -> tuple[list[int], list[int]]:
-    """Replace a page's out-links with ``targets`` (same-site, normalised, in page order).
-
-    New URLs join the site parked; those found on the page's first fetch existed before
-    observation began. Returns the page's link ids before and after; only links added,
-    removed or moved are written.
-    """
+    """Replace a page's out-links with ``targets`` (same-site, normalised, in page order);
+    the page's link ids before and after. New URLs join the site parked; those found on the
+    page's first fetch existed before observation began."""
     unique = await site_link_filter(conn, site_id, list(dict.fromkeys(targets)))
     ids = await discover(conn, site_id, host_id, unique, first_fetch) if unique else []
     old = [r["to_url_id"] for r in await conn.fetch(QUERIES["out_links"], url_id, host_id)]
@@ -126,22 +112,14 @@ async def replace_out_links(
 async def _write_changes(conn: asyncpg.Connection, changes: Sequence[Membership], now: float,
                          host_id: int) -> None:
     if changes:
-        await conn.execute(
-            QUERIES["apply_window"],
-            [c.url_id for c in changes],
-            [c.depth for c in changes],
-            [c.in_window for c in changes],
-            frontier.to_datetime(now),
-            host_id,
-        )
+        await conn.execute(QUERIES["apply_window"], [c.url_id for c in changes],
+                           [c.depth for c in changes], [c.in_window for c in changes],
+                           frontier.to_datetime(now), host_id)
 
 
 async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -> int:
-    """Recompute depths and membership from the whole stored graph; returns rows changed.
-
-    The reference the incremental update is checked against, and what a resize runs. Links
-    to another site's pages are not followed: those pages are not this window's.
-    """
+    """Recompute depths and membership from the whole stored graph (what a resize runs);
+    returns rows changed. Links to another site's pages are not followed."""
     root = await conn.fetchrow(QUERIES["site_root"], site_id)
     if root is None:
         return 0
@@ -153,9 +131,8 @@ async def recompute_window(conn: asyncpg.Connection, site_id: int, now: float) -
     gone = {r["id"] for r in members if r["state"] == "gone"}
     foreign = {t for targets in graph.values() for t in targets if t not in ours}
     window, depths = bfs_window(graph, root["root_id"], root["window_size"], gone | foreign)
-    changes = window_changes(
-        {r["id"]: (r["depth"], r["in_window"]) for r in members}, window, depths
-    )
+    changes = window_changes({r["id"]: (r["depth"], r["in_window"]) for r in members}, window,
+                             depths)
     await _write_changes(conn, changes, now, root["host_id"])
     return len(changes)
 
@@ -165,15 +142,11 @@ def _row(r: asyncpg.Record) -> Row | None:
 
 
 async def _answer(conn: asyncpg.Connection, site_id: int, host_id: int, need: Need) -> Facts:
-    """Answer a ``Need`` of the incremental update from indexed lookups only.
-
-    Links come with the rows at their other end (a page of another site has none), which
-    the update would ask for next.
-    """
+    """Answer a ``Need`` of the incremental update from indexed lookups only. Links come
+    with the rows at their other end (none for another site's page), which it would ask next."""
     facts = Facts()
     if need.rows:
-        for r in await conn.fetch(QUERIES["window_rows"], list(need.rows), site_id,
-                                  host_id):
+        for r in await conn.fetch(QUERIES["window_rows"], list(need.rows), site_id, host_id):
             facts.rows[r["id"]] = Row(r["depth"], r["in_window"], r["gone"])
     for pages, query, near, far, links in (
         (need.out_links, "window_out_links", "from_url_id", "to_url_id", facts.out_links),
@@ -190,27 +163,17 @@ async def _answer(conn: asyncpg.Connection, site_id: int, host_id: int, need: Ne
         r = await conn.fetchrow(QUERIES["window_summary"], site_id, host_id)
         facts.window_count, facts.window_depth = r["pages"], r["deepest"]
     if need.members:
-        facts.members = {r["id"]: r["depth"]
-                         for r in await conn.fetch(QUERIES["window_members"], site_id,
-                                                    host_id)}
+        rows = await conn.fetch(QUERIES["window_members"], site_id, host_id)
+        facts.members = {r["id"]: r["depth"] for r in rows}
     return facts
 
 
 async def update_window(
-    conn: asyncpg.Connection,
-    site_id: int,
-    page: int,
-    old_links: Sequence[int],
-    new_links: Sequence[int],
-    *,
-    page_was_gone: bool,
-    now: float,
+    conn: asyncpg.Connection, site_id: int, page: int, old_links: Sequence[int],
+    new_links: Sequence[int], *, page_was_gone: bool, now: float,
 ) -> int:
-    """Move the site's window after ``page``'s out-links changed; returns rows changed.
-
-    Reads only the rows and links the change reaches (crawler.core.window_incremental), with
-    the page's new links and state already stored.
-    """
+    """Move the site's window after ``page``'s out-links changed (already stored), reading
+    only the rows and links the change reaches; returns rows changed."""
     root = await conn.fetchrow(QUERIES["site_root"], site_id)
     if root is None:
         return 0
@@ -230,12 +193,9 @@ async def update_window(
 
 async def apply_window_update(conn: asyncpg.Connection, t: Transition) -> None:
     """A windowed page's new out-links and the site's window, inside the fetch's transaction.
-
     ``out_links`` is None when the fetch saw no content (an error keeps the old links); a gone
-    page loses its links. The window moves from the changed links only. A gone page the page
-    newly links to is due at once: the link says it may be back, and only a fetch that finds
-    it back lets it into the window again.
-    """
+    page loses its links. A gone page the page newly links to is due at once: the link says
+    it may be back, and only a fetch that finds it back lets it into the window again."""
     window = t.window
     if window is None:
         return
@@ -262,15 +222,10 @@ async def apply_window_update(conn: asyncpg.Connection, t: Transition) -> None:
 async def sites_summary(conn: asyncpg.Connection) -> list[dict[str, Any]]:
     sites = [
         {
-            "root_url": r["root_url"],
-            "window_size": r["window_size"],
-            "include": list(r["include_patterns"]),
-            "exclude": list(r["exclude_patterns"]),
-            "in_window": r["in_window"],
-            "discovered": r["discovered"],
-            "entered": r["entered"],
-            "left": r["left_window"],
-            "created_at": frontier.to_iso(r["created_at"]),
+            "root_url": r["root_url"], "window_size": r["window_size"],
+            "include": list(r["include_patterns"]), "exclude": list(r["exclude_patterns"]),
+            "in_window": r["in_window"], "discovered": r["discovered"], "entered": r["entered"],
+            "left": r["left_window"], "created_at": frontier.to_iso(r["created_at"]),
         }
         for r in await conn.fetch(QUERIES["sites_summary"])
     ]
@@ -299,19 +254,14 @@ async def site_urls(
     rows = await conn.fetch(QUERIES["site_urls"], root_url, state, limit, offset)
     return [
         {
-            "url": r["url"],
-            "depth": r["depth"],
-            "in_window": r["in_window"],
-            "status": r["last_status"],
-            "state": r["state"],
+            "url": r["url"], "depth": r["depth"], "in_window": r["in_window"],
+            "status": r["last_status"], "state": r["state"],
             "entered_at": frontier.to_iso(r["entered_window_at"]),
             "left_at": frontier.to_iso(r["left_window_at"]),
             "last_fetched_at": frontier.to_iso(r["last_fetched_at"]),
             "last_attempt_at": frontier.to_iso(r["last_attempt_at"]),
-            "last_outcome": r["last_outcome"],
-            "fetch_count": r["fetch_count"],
-            "change_count": r["change_count"],
-            **_lifespan_fields(_lifespan(r)),
+            "last_outcome": r["last_outcome"], "fetch_count": r["fetch_count"],
+            "change_count": r["change_count"], **_lifespan_fields(_lifespan(r)),
         }
         for r in rows
     ]
@@ -320,20 +270,14 @@ async def site_urls(
 def _lifespan_fields(lifespan: Lifespan | None) -> dict[str, Any]:
     if lifespan is None:
         return {"lifespan_days": None, "lifespan_days_method2": None, "lifespan_censored": None}
-    return {
-        "lifespan_days": lifespan.method1_days,
-        "lifespan_days_method2": lifespan.method2_days,
-        "lifespan_censored": lifespan.censored,
-    }
+    return {"lifespan_days": lifespan.method1_days, "lifespan_days_method2": lifespan.method2_days,
+            "lifespan_censored": lifespan.censored}
 
 
 async def site_lifespans(conn: asyncpg.Connection, root_url: str) -> dict[str, Any]:
     """Cho & Garcia-Molina's visible-lifespan histograms (Fig. 4) for a site, both methods."""
     rows = await conn.fetch(QUERIES["site_urls"], root_url, None, None, 0)
-    lifespans = [
-        span for span in (_lifespan(r) for r in rows)
-        if span is not None
-    ]
+    lifespans = [span for span in map(_lifespan, rows) if span is not None]
     return {
         "pages": len(lifespans),
         "censored": sum(span.censored for span in lifespans),
