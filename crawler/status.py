@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from crawler.core.patterns import describe
 from crawler.core.region import Region, effective_region
@@ -20,6 +20,7 @@ from crawler.db.status import status_rows, url_rows
 if TYPE_CHECKING:
     import asyncpg
 
+    from crawler.core.plan import Objective
     from crawler.core.stored_plan import Plan
 
 
@@ -61,16 +62,13 @@ def _age(seconds: float) -> str:
 async def collect_status(url: str, limit: int = LISTED, offset: int = 0) -> dict[str, Any]:
     """The summary, and one page of each list (``limit`` rows from ``offset``; the most
     overdue URLs are a ranking: its first ``limit``), with each list's full length."""
-    from crawler.core.stored_plan import plan_from_row  # heavy: numpy
-
     conn = await connect(url)
     try:
         rows = await status_rows(conn, limit, offset, LIVE_DAEMON_SECONDS)
     finally:
         await conn.close()
-    counts, plan_row, applying, totals = rows.counts, rows.plan, rows.applying, rows.totals
-    plan = None if plan_row is None else plan_from_row(plan_row)
-    computed = None if plan_row is None else plan_row["solved_at"]
+    counts, plan, applying, totals = rows.counts, rows.plan, rows.applying, rows.totals
+    computed = None if plan is None else plan.solved_at
     budget = None if plan is None else plan.budget_per_day
     achieved = None if plan is None else plan.achieved_per_day
     due_now = max(0, counts["due_all"] - rows.due_paused)
@@ -365,11 +363,11 @@ def rule_shown(min_seconds: float | None, max_seconds: float | None, windows: st
     return ", ".join(parts) or "no bounds"
 
 
-def bounds_shown(row: Any, plan: Any) -> dict[str, Any] | None:
+def bounds_shown(row: Any, plan: Plan | None) -> dict[str, Any] | None:
     """``crawler show``'s account of a URL's own schedule: its rule, the optimum's interval
     without it (under the newest plan's μ), and which bound is binding; None without a rule.
 
-    ``row``: the URL's row (url_row); ``plan``: the newest plans row or None."""
+    ``row``: the URL's row (url_row); ``plan``: the newest plan or None."""
     min_seconds = row["own_min_interval_seconds"]
     max_seconds = row["own_max_interval_seconds"]
     windows = row["fetch_windows"] or ""
@@ -383,19 +381,19 @@ def bounds_shown(row: Any, plan: Any) -> dict[str, Any] | None:
         "optimal_interval_seconds": None,
         "binding": None,
     }
-    if plan is None or plan["mu"] is None:
+    if plan is None or plan.mu is None:
         return shown
-    from crawler.core.estimate import GammaPrior  # heavy: numpy
     from crawler.core.plan import fetch_rate_for  # heavy: numpy
     from crawler.core.url_bounds import binding_bound  # heavy: numpy
 
     rate = row["change_rate_per_day"]
     if rate is None:
-        rate = GammaPrior(plan["prior_shape"], plan["prior_rate"]).mean_rate_per_day
+        rate = plan.prior.mean_rate_per_day
+    solved_for = plan.solved_for
     optimal = fetch_rate_for(
-        rate, row["importance"], plan["mu"], plan["objective"],
-        plan["min_interval_seconds"] / 86400.0, plan["max_interval_seconds"] / 86400.0,
-        beta_days=plan["beta_seconds"] / 86400.0,
+        rate, row["importance"], plan.mu, cast("Objective", solved_for.objective),
+        solved_for.min_interval_seconds / 86400.0, solved_for.max_interval_seconds / 86400.0,
+        beta_days=solved_for.beta_seconds / 86400.0,
     )
     shown["optimal_interval_seconds"] = 86400.0 / optimal if optimal > 0 else None
     shown["binding"] = binding_bound(optimal, min_seconds, max_seconds)

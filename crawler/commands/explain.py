@@ -26,7 +26,7 @@ from crawler.commands.options import add_collection_options, plain
 from crawler.core.explain import HostState, PlanState, SourceEvidence, duration, explain
 from crawler.core.hint_trust import HintCounts
 from crawler.core.schedule import SchedulePolicy
-from crawler.core.stored_plan import applied, plan_from_row
+from crawler.core.stored_plan import applied
 from crawler.db.frontier import record_from_row
 from crawler.db.status import explain_rows
 
@@ -52,8 +52,7 @@ async def gather(conn: asyncpg.Connection, url: str, settings: Any) -> dict[str,
     found = await explain_rows(conn, url, HINTS_SHOWN)
     if found is None:
         return None
-    row, plan_row, hints, sources = found.url, found.plan, found.hints, found.sources
-    plan = plan_from_row(plan_row) if plan_row is not None else None
+    row, plan, hints, sources = found.url, found.plan, found.hints, found.sources
     policy = applied(SchedulePolicy(settings), plan)
     record = record_from_row(row)
     evidence = [
@@ -80,10 +79,10 @@ async def gather(conn: asyncpg.Connection, url: str, settings: Any) -> dict[str,
         last_outcome=row["last_outcome"],
         fetch_rate_per_day=row["fetch_rate_per_day"],
         policy=policy,
-        plan=None if plan_row is None else PlanState(
-            version=plan_row["version"], mu=plan_row["mu"], objective=plan_row["objective"],
-            mode=plan_row["mode"], complete_sampled=plan_row["complete_sampled"],
-            solved_at=plan_row["solved_at"].timestamp()),
+        plan=None if plan is None or plan.solved_at is None else PlanState(
+            version=plan.version, mu=plan.mu, objective=plan.solved_for.objective,
+            mode=plan.solved_for.mode, complete_sampled=plan.complete_sampled,
+            solved_at=plan.solved_at.timestamp()),
         hints=[{"kind": h["kind"], "claimed_at": h["claimed_at"].isoformat(),
                 "source": h["source"], "seen_at": h["seen_at"].isoformat()} for h in hints],
         sources=evidence,

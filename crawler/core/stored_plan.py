@@ -9,6 +9,7 @@ the newest plan was solved for re-plans at once (``settings_moved``).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from collections.abc import Mapping
@@ -61,9 +62,11 @@ class Plan:
     population: float = 0.0
     version: int = 0
     solved_by: str = ""
-    # Sampled pages planned as completely observed (issue 38: μ solved over both kinds by
+    # Sampled pages planned as completely observed (μ solved over both kinds by
     # crawler.core.observed); 0 when μ was solved without them.
     complete_sampled: int = 0
+    # When it was stored (the database's clock); None until then. Not part of what it says.
+    solved_at: dt.datetime | None = field(default=None, compare=False)
 
 
 def settings_moved(plan: Plan | None, wanted: SolvedFor) -> bool:
@@ -122,6 +125,7 @@ def plan_from_row(row: Mapping[str, Any]) -> Plan:
         version=row["version"],
         solved_by=row["solved_by"],
         complete_sampled=row.get("complete_sampled") or 0,
+        solved_at=row.get("solved_at"),
     )
 
 

@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import asyncpg
 
 from crawler.db.estimates import most_overdue_seconds, urls_due_paused
 from crawler.db.queries import QUERIES
+
+if TYPE_CHECKING:
+    from crawler.core.stored_plan import Plan
+
+
+async def _latest_plan(conn: asyncpg.Connection) -> Plan | None:
+    from crawler.db.planning import latest_plan  # heavy: numpy (`crawler status --help`)
+
+    return await latest_plan(conn)
 
 
 async def most_overdue_urls(conn: asyncpg.Connection, limit: int) -> list[asyncpg.Record]:
@@ -29,7 +39,7 @@ class StatusRows:
 
     counts: asyncpg.Record
     urls_by_state: dict[str, int]
-    plan: asyncpg.Record | None
+    plan: Plan | None
     applying: asyncpg.Record | None
     most_overdue: list[asyncpg.Record]
     due_paused: int
@@ -50,7 +60,7 @@ async def status_rows(conn: asyncpg.Connection, limit: int, offset: int,
     older than ``live_daemon_seconds`` are gone."""
     counts = await conn.fetchrow(QUERIES["status_counts"])
     states = {r["state"]: r["n"] for r in await conn.fetch(QUERIES["urls_by_state"])}
-    plan = await conn.fetchrow(QUERIES["latest_plan"])
+    plan = await _latest_plan(conn)
     applying = await conn.fetchrow(QUERIES["daemons_applying_plan"], live_daemon_seconds)
     overdue = await most_overdue_urls(conn, limit)
     paused_due = await urls_due_paused(conn)
@@ -78,7 +88,7 @@ class UrlRows:
     observations: list[asyncpg.Record]
     failing: list[asyncpg.Record]
     hints: list[asyncpg.Record]
-    plan: asyncpg.Record | None
+    plan: Plan | None
 
 
 async def url_rows(conn: asyncpg.Connection, url: str, limit: int) -> UrlRows | None:
@@ -90,7 +100,7 @@ async def url_rows(conn: asyncpg.Connection, url: str, limit: int) -> UrlRows | 
                                     row["host_id"])
     failing = await conn.fetch(QUERIES["url_failing"], url)
     hints = await conn.fetch(QUERIES["url_hints_of"], row["id"], row["host_id"], limit)
-    plan = await conn.fetchrow(QUERIES["latest_plan"])
+    plan = await _latest_plan(conn)
     return UrlRows(row, observations, failing, hints, plan)
 
 
@@ -100,7 +110,7 @@ class ExplainRows:
     date hints and the evidence of each hint source."""
 
     url: asyncpg.Record
-    plan: asyncpg.Record | None
+    plan: Plan | None
     hints: list[asyncpg.Record]
     sources: list[asyncpg.Record]
 
@@ -115,7 +125,7 @@ async def explain_rows(conn: asyncpg.Connection, url: str, hints_shown: int
     row = await conn.fetchrow(QUERIES["explain_url"], url)
     if row is None:
         return None
-    plan = await conn.fetchrow(QUERIES["latest_plan"])
+    plan = await _latest_plan(conn)
     hints = await conn.fetch(QUERIES["url_hints_of"], row["url_id"], row["host_id"],
                              hints_shown)
     sources = await conn.fetch(QUERIES["explain_hint_sources"], row["url_id"], row["host_id"],
