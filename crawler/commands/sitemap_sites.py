@@ -1,4 +1,4 @@
-"""`crawler sites`, for sites read through their sitemaps and feeds (issue 37): each site's
+"""`crawler sites`, for sites read through their sitemaps and feeds: each site's
 files, when each was read and is read next, and how many URLs it listed, added and dropped
 at its last change, with the site's URLs no sitemap lists any more."""
 

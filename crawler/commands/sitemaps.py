@@ -1,4 +1,4 @@
-"""`crawler seed --sitemaps ORIGIN` and `crawler seed --sitemap URL` (issue 37): a site's
+"""`crawler seed --sitemaps ORIGIN` and `crawler seed --sitemap URL`: a site's
 URLs taken from its sitemaps and feeds, then seeded in bulk like `seed --file`.
 
 Politeness is the daemon's: before any request to a host this reader takes the host's lease

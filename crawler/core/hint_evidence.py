@@ -1,4 +1,4 @@
-"""The daemon's side of change hints as evidence (issue 38): what it stores, and why a URL is
+"""The daemon's side of change hints as evidence: what it stores, and why a URL is
 scheduled when it is.
 
 The science is ``crawler.core.hint_trust`` (how far a (site, source) is trusted) and

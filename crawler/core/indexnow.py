@@ -1,4 +1,4 @@
-"""IndexNow pings (issue 38): the protocol's requests read and checked, and the receiver's
+"""IndexNow pings: the protocol's requests read and checked, and the receiver's
 per-host state, pure (no I/O, no clock: every time is an argument).
 
 The protocol (indexnow.org/documentation): one URL by ``GET /indexnow?url=URL&key=KEY
@@ -312,5 +312,5 @@ def key_checked(
 def due_after_ping(now: float) -> float:
     """When a URL named by a ping with a verified key is due: now, so that it is fetched as
     soon as its host's politeness allows. The one place where trust in a site's pings would
-    gate their effect (issue 38)."""
+    gate their effect."""
     return now

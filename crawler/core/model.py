@@ -184,7 +184,7 @@ class UrlRecord:
     own_min_interval_seconds: float | None = None
     own_max_interval_seconds: float | None = None
     fetch_windows: str = ""
-    # Whether the URL had change hints when claimed (issue 38: its fetch then tests them,
+    # Whether the URL had change hints when claimed (its fetch then tests them,
     # crawler.db.hints); None when the claim did not say (the record looks it up).
     hinted: bool | None = None
 

@@ -63,7 +63,7 @@ class Sample:
     # The URLs' own interval bounds (crawler bound), in seconds; NaN where they have none.
     own_min_seconds: np.ndarray | None = None
     own_max_seconds: np.ndarray | None = None
-    # The sampled URLs' ids (issue 38: which of them are completely observed); None: not read.
+    # The sampled URLs' ids (which of them are completely observed); None: not read.
     url_ids: np.ndarray | None = None
 
 

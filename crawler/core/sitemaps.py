@@ -1,4 +1,4 @@
-"""Sitemaps and feeds read as lists of URLs with the dates they claim (issue 37).
+"""Sitemaps and feeds read as lists of URLs with the dates they claim.
 
 One reader takes every format the major engines accept, told apart by the document itself
 (never by the Content-Type, which servers get wrong): XML ``urlset`` and ``sitemapindex``

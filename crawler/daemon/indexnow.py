@@ -1,4 +1,4 @@
-"""The IndexNow receiver (issue 38): ``GET /indexnow`` and ``POST /indexnow`` on the daemon's
+"""The IndexNow receiver: ``GET /indexnow`` and ``POST /indexnow`` on the daemon's
 HTTP server. The protocol's reading and checks, and the per-host state, are pure
 (``crawler.core.indexnow``); this is the shell around them: the key file fetched, the URLs
 made due.

@@ -119,7 +119,7 @@ async def solve_once(
         )
         mu: float | None = solved.mu
         freshness, currency = solved.estimated_freshness, solved.estimated_beta_currency
-        # Issue 38: the sampled pages whose changes are announced are planned as such, under
+        # The sampled pages whose changes are announced are planned as such, under
         # the same μ (crawler.db.hints.observed_mu); the estimates stay the blind ones'.
         observed = await observed_mu(
             pool, sample, sample_rates(sample, prior, host_priors), budget,

@@ -1,4 +1,4 @@
-"""Side task: read sitemaps and feeds again on their own schedule (issue 37, "keeping up").
+"""Side task: read sitemaps and feeds again on their own schedule.
 
 Every row of ``sitemaps`` has a next read time (``crawler.core.sitemap_schedule``). The reader
 claims due files (``db.claim_due``: under a new fencing epoch, so two daemons never read one

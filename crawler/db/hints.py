@@ -1,4 +1,4 @@
-"""Hints as evidence in the database (issue 38): tests at fetch time, trust kept current.
+"""Hints as evidence in the database: tests at fetch time, trust kept current.
 
 ``test_fetches`` runs in the transaction that records a batch of fetches: one statement
 (``test_hints``) tests every hinted URL's pending fetch interval against its sources and
@@ -170,7 +170,7 @@ async def observed_mu(
     pool: asyncpg.Pool, sample: Sample, rates: np.ndarray, budget_per_day: float,
     policy: SchedulePolicy, politeness_delay: float,
 ) -> tuple[float, int] | None:
-    """The planner's μ over both kinds of pages (issue 38): the sampled URLs a complete source
+    """The planner's μ over both kinds of pages: the sampled URLs a complete source
     observes are planned as completely observed (``solve_sample_observed``). Returns (μ, how
     many sampled pages were complete); None when there are none, or the objective is one the
     complete-observation optimum is not derived for (age, β-currency): the plan's μ is then

@@ -1,5 +1,5 @@
 """An IndexNow ping's effect in PostgreSQL: its known URLs made due, each with a hint, as far
-as the host's pings proved true (issue 38, ``hint_trust``)."""
+as the host's pings proved true (``hint_trust``)."""
 
 from __future__ import annotations
 

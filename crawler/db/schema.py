@@ -468,7 +468,7 @@ plans = Table(
     Column("complete_sampled", Integer, nullable=False, server_default=text("0")),
 )
 
-# Sitemaps and feeds of each host (issue 37): what each file was and listed when last read,
+# Sitemaps and feeds of each host: what each file was and listed when last read,
 # and its validators; ``robots_origin``: the origin whose robots.txt listed it.
 sitemaps = Table(
     "sitemaps",
@@ -543,7 +543,7 @@ url_hints = Table(
                     name="url_hints_kind"),
 )
 
-# How far each host's hint sources (url_hints kinds) are trusted (issue 38): the tests of
+# How far each host's hint sources (url_hints kinds) are trusted: the tests of
 # crawler.core.hint_trust.HintCounts, their assessment, and the classification they give.
 hint_trust = Table(
     "hint_trust",

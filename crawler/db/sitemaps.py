@@ -1,4 +1,4 @@
-"""Sitemaps and feeds in PostgreSQL (issue 37): what each file lists, and when it is read next.
+"""Sitemaps and feeds in PostgreSQL: what each file lists, and when it is read next.
 
 Shared by the daemon's reader (``crawler.daemon.sitemaps``), which reads due files again, and
 the seeder (``crawler seed --sitemaps``), which reads them the first time. A URL a file lists
@@ -171,8 +171,8 @@ Hint = tuple[str, str, float, str]  # url, kind, claimed (epoch seconds), source
 async def record_hints(conn: asyncpg.Connection, hints: list[Hint], now: float,
                        settings: Settings) -> None:
     """Date hints (url, kind, claimed, source file) of known URLs, in ``url_hints``; what
-    they announce is scheduled by how far their host's source is trusted (issue 38,
-    ``crawler.db.hints.record_claims``). Nothing under ``CRAWLER_HINTS=off``: a URL without
+    they announce is scheduled by how far their host's source is trusted
+    (``crawler.db.hints.record_claims``). Nothing under ``CRAWLER_HINTS=off``: a URL without
     hints is never tested, and its schedule is its fetches' alone."""
     if not settings.hints:
         return

@@ -1,4 +1,4 @@
-"""Revisit policies that hear change hints (crawler.sim.hints): the four of issue 38.
+"""Revisit policies that hear change hints (crawler.sim.hints): four of them.
 
 - ``no-hints``: the daemon's ``optimal`` policy, deaf to hints (the baseline);
 - ``trust-all``: the same, and every announcement of a change since the page's last fetch
