@@ -132,18 +132,7 @@ def _bisect(total: Callable[[float], float], budget: float) -> tuple[float, floa
         low /= 16.0
     while total(high) > budget and high < 1e280:
         high *= 16.0
-    for _ in range(400):
-        middle = math.sqrt(low * high)
-        value = total(middle)
-        if abs(value - budget) <= _RELATIVE_BUDGET_TOLERANCE * budget:
-            return middle, middle
-        if value > budget:
-            low = middle
-        else:
-            high = middle
-        if high / low < 1.0 + 1e-14:
-            break
-    return low, high
+    return plan.narrow_log_mu(total, budget, low, high, _RELATIVE_BUDGET_TOLERANCE, 400, 1e-14)
 
 
 def _solve_group(group: _Group, budget: float) -> tuple[float, FloatArray, FloatArray]:

@@ -11,6 +11,7 @@ Pure: no I/O, no clock. Rates are per day, times and intervals in days.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -283,18 +284,29 @@ def _bisect_log_mu(
         if total(high) <= budget_per_day:
             break
         high *= 16.0
-    for _ in range(200):
+    low, high = narrow_log_mu(total, budget_per_day, low, high, tolerance, 200, 1e-13)
+    return low if low == high else math.sqrt(low * high)
+
+
+def narrow_log_mu(
+    total: Callable[[float], float], budget: float, low: float, high: float, tolerance: float,
+    steps: int, resolution: float,
+) -> tuple[float, float]:
+    """Bisection on log μ of a bracket [low, high] around total(μ) = budget (total is
+    non-increasing in μ): (μ, μ) once total(μ) is within ``tolerance`` of the budget, else the
+    bracket after ``steps``, or once high / low < 1 + ``resolution``."""
+    for _ in range(steps):
         middle = math.sqrt(low * high)
         value = total(middle)
-        if abs(value - budget_per_day) <= tolerance * budget_per_day:
-            return middle
-        if value > budget_per_day:
+        if abs(value - budget) <= tolerance * budget:
+            return middle, middle
+        if value > budget:
             low = middle
         else:
             high = middle
-        if high / low < 1.0 + 1e-13:
+        if high / low < 1.0 + resolution:
             break
-    return math.sqrt(low * high)
+    return low, high
 
 
 @dataclass(slots=True)
