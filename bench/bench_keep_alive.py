@@ -53,7 +53,7 @@ async def crawl(session: aiohttp.ClientSession, origins: list[str], per_host: in
 async def measure(origins: list[str], per_host: int, ca_file: Path) -> dict[str, float]:
     figures: dict[str, float] = {}
     for mode, keep in (("connection per request", False), ("keep-alive per lease", True)):
-        session = new_session("bench/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]),
+        session = new_session("bench/1.0", address_policy=AddressPolicy(["127.0.0.0/8"]),
                               lease_keep_alive=keep, ca_bundle=ca_file)
         try:
             await crawl(session, origins, min(per_host, 10))  # warm-up

@@ -137,8 +137,7 @@ class Crawl:
         pool = await asyncpg.create_pool(self.db_url, min_size=1, max_size=6)
         assert pool is not None
         self.pool = pool
-        self.session = new_session(USER_AGENT, self.settings,
-                                   address_policy=AddressPolicy(["127.0.0.0/8"]))
+        self.session = new_session(USER_AGENT, address_policy=AddressPolicy(["127.0.0.0/8"]))
         self.keeper = SitemapKeeper(pool, self.session, self.settings, NullEvents(),  # type: ignore[arg-type]
                                     "hints-test", lambda: self.schedule)
         return self

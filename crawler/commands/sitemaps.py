@@ -433,7 +433,7 @@ def cmd_seed_sitemaps(args: argparse.Namespace) -> int:
         pool = await create_pool(resolve_url(settings))
         try:
             try:
-                session = new_session(settings.user_agent, settings,
+                session = new_session(settings.user_agent,
                                       address_policy=AddressPolicy(settings.allow_networks),
                                       ca_bundle=settings.ca_bundle)
             except ValueError as error:

@@ -209,7 +209,7 @@ async def _start(stack: contextlib.AsyncExitStack, settings: Settings, url: str,
             pings = IndexNowReceiver(settings, metrics.pings)
         port = await _start_metrics(stack, make_app(metrics.registry, ready, pings), settings)
     try:
-        session = new_session(settings.user_agent, settings,
+        session = new_session(settings.user_agent,
                               address_policy=AddressPolicy(settings.allow_networks),
                               lease_keep_alive=settings.keep_alive, ca_bundle=settings.ca_bundle)
     except ValueError as exc:  # e.g. an unreadable CRAWLER_CA_BUNDLE
@@ -237,7 +237,7 @@ async def _start(stack: contextlib.AsyncExitStack, settings: Settings, url: str,
     collection = Collection(store, pool, settings.user_agent, metrics.collection)
     webhook_session: aiohttp.ClientSession | None = None
     if settings.webhook_url and plans:  # one deliverer per machine, not one per process
-        webhook_session = new_session(settings.user_agent, settings,
+        webhook_session = new_session(settings.user_agent,
                                       address_policy=AddressPolicy(settings.allow_networks),
                                       ca_bundle=settings.ca_bundle)
         stack.push_async_callback(webhook_session.close)

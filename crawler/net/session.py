@@ -116,7 +116,6 @@ def _client_session(connector: EdgeConnector) -> aiohttp.ClientSession:
 
 def new_session(
     user_agent: str,
-    limits: object = None,
     *,
     address_policy: AddressPolicy,
     resolver: AbstractResolver | None = None,
@@ -127,9 +126,8 @@ def new_session(
     system's roots plus ``ca_bundle`` (a ``ValueError`` names it when it cannot be loaded).
     ``resolver`` replaces the system resolver under the policy (tests). Its own connections,
     shared by any task, are not kept alive; ``lease_keep_alive`` lets ``host_session`` keep
-    one per host lease (``CRAWLER_KEEP_ALIVE``). ``limits`` is unused: timeouts are per request.
+    one per host lease (``CRAWLER_KEEP_ALIVE``). Timeouts are per request, not the session's.
     """
-    del limits
     connector = EdgeConnector(
         address_policy=address_policy,
         resolver=PolicyResolver(address_policy, resolver),

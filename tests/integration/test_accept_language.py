@@ -25,8 +25,7 @@ async def fetched_languages(settings: Settings) -> list[str | None]:
         return web.Response(text="<p>bonjour</p>", content_type="text/html")
 
     async with serve_loopback(handle) as origin:
-        session = new_session("testbot/1.0", settings,
-                              address_policy=AddressPolicy(["127.0.0.0/8"]))
+        session = new_session("testbot/1.0", address_policy=AddressPolicy(["127.0.0.0/8"]))
         async with session:
             result = await fetch(session, UrlRecord(url_id=1, url=origin + "/start"), settings)
     assert result.outcome == Outcome.OK

@@ -76,7 +76,7 @@ class Worked:
 
     def __init__(self, pool: asyncpg.Pool, metrics: Any = None) -> None:
         limits = default_settings()
-        self.session = new_session("t", limits, address_policy=AddressPolicy(["127.0.0.0/8"]))
+        self.session = new_session("t", address_policy=AddressPolicy(["127.0.0.0/8"]))
         config = quick_settings(limits, concurrency=2)
         self.worker = Worker(config, "alerts-test", pool, self.session, metrics or NullEvents(),  # type: ignore[arg-type]
                              alerts=Alerts(pool, THRESHOLD))

@@ -50,7 +50,7 @@ async def run_worker(
 
     async def start(ca: TestCA | None = None) -> Worker:
         session = new_session(
-            "testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]),
+            "testbot/1.0", address_policy=AddressPolicy(["127.0.0.0/8"]),
             ca_bundle=ca.write(tmp_path / "ca.pem") if ca else None,
         )
         config = quick_settings(LIMITS, concurrency=4)

@@ -202,8 +202,7 @@ async def test_a_worker_that_lost_its_lease_drops_the_result_and_stops(db_url: s
                                        lease_seconds=30)
         # Another daemon took the host (as after a pause past the lease).
         await pool.execute("UPDATE hosts SET lease_owner = 'other', lease_epoch = lease_epoch + 1")
-        async with new_session("t", settings,
-                               address_policy=AddressPolicy(["127.0.0.0/8"])) as session:
+        async with new_session("t", address_policy=AddressPolicy(["127.0.0.0/8"])) as session:
             worker = Worker(settings, "stalled", pool, session, metrics)
             await worker.drain_host(claim)
         # Its first write (the host's refused note, after robots.txt) was refused: no page

@@ -53,7 +53,7 @@ async def server() -> AsyncIterator[HostileServer]:
 @pytest.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
     client = new_session(
-        "testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"])
+        "testbot/1.0", address_policy=AddressPolicy(["127.0.0.0/8"])
     )
     yield client
     await client.close()

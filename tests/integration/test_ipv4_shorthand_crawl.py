@@ -45,7 +45,7 @@ async def crawl(db_url: str, allow: list[str], done: str) -> None:
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
     limits = default_settings(connect_timeout=2.0, first_byte_timeout=5.0,
                           total_timeout=10.0)
-    session = new_session("testbot/1.0", limits, address_policy=AddressPolicy(allow))
+    session = new_session("testbot/1.0", address_policy=AddressPolicy(allow))
     config = quick_settings(limits, concurrency=2)
     worker = Worker(config, "ipv4-test", pool, session, NullEvents())  # type: ignore[arg-type]
     task = asyncio.create_task(worker.run())

@@ -40,7 +40,7 @@ async def server() -> AsyncIterator[KeepAliveServer]:
 
 @pytest.fixture
 async def shared() -> AsyncIterator[aiohttp.ClientSession]:
-    client = new_session("testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]))
+    client = new_session("testbot/1.0", address_policy=AddressPolicy(["127.0.0.0/8"]))
     yield client
     await client.close()
 
@@ -123,7 +123,7 @@ async def test_connection_dropped_by_the_server_is_retried_on_a_fresh_one(
 
 async def test_keep_alive_off_shares_nothing(server: KeepAliveServer) -> None:
     client = new_session(
-        "testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]),
+        "testbot/1.0", address_policy=AddressPolicy(["127.0.0.0/8"]),
         lease_keep_alive=False,
     )
     try:

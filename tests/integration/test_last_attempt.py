@@ -47,7 +47,7 @@ async def fetch_each_once(db_url: str) -> str:
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
     limits = default_settings(connect_timeout=2.0, first_byte_timeout=5.0,
                           total_timeout=10.0)
-    session = new_session("testbot/1.0", limits, address_policy=AddressPolicy(["127.0.0.0/8"]))
+    session = new_session("testbot/1.0", address_policy=AddressPolicy(["127.0.0.0/8"]))
     config = quick_settings(limits, concurrency=2)
     worker = Worker(config, "attempt-test", pool, session, NullEvents())  # type: ignore[arg-type]
     try:

@@ -16,7 +16,7 @@ from crawler.daemon.worker import Worker
 from crawler.db import frontier
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.settings import Settings, default_settings
+from crawler.settings import Settings
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -70,8 +70,7 @@ async def test_two_daemons_never_overlap_on_a_host(db_url: str) -> None:
     workers = []
     sessions = []
     for n, pool in enumerate(pools):
-        session = new_session("test-crawler", default_settings(total_timeout=5.0),
-                              address_policy=AddressPolicy(["127.0.0.0/8"]))
+        session = new_session("test-crawler", address_policy=AddressPolicy(["127.0.0.0/8"]))
         sessions.append(session)
         settings = Settings(
             concurrency=8, claim_batch_hosts=4, claim_urls_per_host=25, lease_seconds=30.0,

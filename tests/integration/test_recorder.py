@@ -28,7 +28,7 @@ from crawler.db.frontier import HostClaim, LeaseLost
 from crawler.metrics import Metrics
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.settings import Settings, default_settings
+from crawler.settings import Settings
 from crawler.store.base import StoredRecord
 from crawler.store.collect import CollectionWrite
 
@@ -543,8 +543,7 @@ async def test_the_worker_records_many_hosts_fetches_per_transaction(
     urls = [(f"http://{a}:{server.port}/p{i}", 1.0) for a in addresses for i in range(3)]
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=6)
     # Generous timeouts: a robots.txt that times out on a loaded machine backs its host off.
-    session = new_session("test-crawler", default_settings(total_timeout=15.0),
-                          address_policy=AddressPolicy(["127.0.0.0/8"]))
+    session = new_session("test-crawler", address_policy=AddressPolicy(["127.0.0.0/8"]))
     settings = Settings(
         concurrency=30, claim_batch_hosts=30, claim_urls_per_host=3, lease_seconds=30.0,
         poll_interval=0.05, politeness_delay=0.1, total_timeout=15.0, default_interval=3600.0,

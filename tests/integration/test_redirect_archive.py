@@ -87,7 +87,7 @@ async def test_every_redirect_hop_is_archived_under_the_uri_that_sent_it(
     origin = f"http://127.0.0.1:{port}"
     warc_dir = tmp_path / "warc"
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
-    session = new_session("testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]))
+    session = new_session("testbot/1.0", address_policy=AddressPolicy(["127.0.0.0/8"]))
     store = DurableStore(WarcStore(warc_dir, max_bytes=1 << 20, writer_name="t"))
     config = quick_settings(LIMITS, concurrency=2)
     worker = Worker(config, "redirect-test", pool, session, NullEvents(),  # type: ignore[arg-type]

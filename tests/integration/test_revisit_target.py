@@ -102,7 +102,7 @@ async def test_a_revisit_after_a_moved_redirect_refers_to_the_uri_stored(
     async with serve_loopback(handle) as origin:
         warc_dir = tmp_path / "warc"
         pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
-        session = new_session("testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]))
+        session = new_session("testbot/1.0", address_policy=AddressPolicy(["127.0.0.0/8"]))
         config = quick_settings(LIMITS, concurrency=1)
 
         async def fetch(collection: Collection, n: int) -> None:

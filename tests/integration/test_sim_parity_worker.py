@@ -247,7 +247,7 @@ async def test_simulator_step_decides_like_the_worker_through_the_database(
         "backoff_cap_seconds": 0.002,
     })
     worker_policy = SchedulePolicy(settings, mu=policy.mu, prior=policy.prior)
-    session = new_session("simbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"]))
+    session = new_session("simbot/1.0", address_policy=AddressPolicy(["127.0.0.0/8"]))
     worker = Worker(settings, "sim-parity", pool, session, NullEvents(),  # type: ignore[arg-type]
                     fetcher=fetcher, schedule=lambda: worker_policy)
     task: asyncio.Task[None] | None = None

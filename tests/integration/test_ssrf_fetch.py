@@ -83,7 +83,7 @@ async def server() -> AsyncIterator[HostileServer]:
 
 async def get(url: str, policy: AddressPolicy, resolver: AbstractResolver | None = None
               ) -> FetchResult:
-    session = new_session("testbot/1.0", LIMITS, address_policy=policy, resolver=resolver)
+    session = new_session("testbot/1.0", address_policy=policy, resolver=resolver)
     try:
         return await fetch(session, UrlRecord(url_id=1, url=url), LIMITS)
     finally:
@@ -177,7 +177,7 @@ async def test_allow_list_opens_loopback(
 async def test_robots_of_a_refused_origin_is_unreachable(
     server: HostileServer, guard: ConnectGuard
 ) -> None:
-    session = new_session("testbot/1.0", LIMITS, address_policy=AddressPolicy())
+    session = new_session("testbot/1.0", address_policy=AddressPolicy())
     try:
         fetched = await fetch_robots(session, server.origin, LIMITS)
     finally:

@@ -39,7 +39,6 @@ def ca() -> TestCA:
 async def session(ca: TestCA, tmp_path: Path) -> AsyncIterator[aiohttp.ClientSession]:
     client = new_session(
         "testbot/1.0",
-        LIMITS,
         address_policy=AddressPolicy(["127.0.0.0/8"]),
         ca_bundle=ca.write(tmp_path / "ca.pem"),
     )
@@ -115,7 +114,7 @@ async def test_certificate_from_our_ca_is_refused_without_the_bundle(
     ca: TestCA, tmp_path: Path
 ) -> None:
     client = new_session(
-        "testbot/1.0", LIMITS, address_policy=AddressPolicy(["127.0.0.0/8"])
+        "testbot/1.0", address_policy=AddressPolicy(["127.0.0.0/8"])
     )
     try:
         async with serve(server_context(*ca.issue(["127.0.0.1"]), tmp_path)) as origin:

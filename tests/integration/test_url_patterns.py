@@ -23,7 +23,7 @@ from crawler.cli import main
 from crawler.daemon.worker import Worker
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.settings import Settings, default_settings
+from crawler.settings import Settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -138,8 +138,7 @@ async def test_window_discovery_skips_links_the_global_and_site_patterns_reject(
     assert f"URL patterns +{include} -draft" in seeded.stdout, seeded.stdout
 
     pool = await asyncpg.create_pool(db_url, min_size=1, max_size=4)
-    session = new_session("patterns-test", default_settings(total_timeout=5.0),
-                          address_policy=AddressPolicy(["127.0.0.0/8"]))
+    session = new_session("patterns-test", address_policy=AddressPolicy(["127.0.0.0/8"]))
     settings = Settings(concurrency=2, lease_seconds=30.0, poll_interval=0.05,  # type: ignore[arg-type]
                         politeness_delay=0.01, total_timeout=5.0, exclude=r"\.pdf$")
     worker = Worker(settings, "patterns-test", pool, session, NullEvents())  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from crawler.daemon.worker import Worker
 from crawler.db import queries
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.settings import Settings, default_settings
+from crawler.settings import Settings
 
 # Each test with the plain statements and with the Citus variants (conftest.statements).
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("statements")]
@@ -98,8 +98,7 @@ async def pool(db_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 @pytest.fixture
 async def worker(pool: asyncpg.Pool) -> AsyncIterator[Worker]:
-    session = new_session("watch-test", default_settings(total_timeout=5.0),
-                          address_policy=AddressPolicy(["127.0.0.0/8"]))
+    session = new_session("watch-test", address_policy=AddressPolicy(["127.0.0.0/8"]))
     settings = Settings(concurrency=4, lease_seconds=30.0, poll_interval=0.05,
                         politeness_delay=0.01, total_timeout=5.0, default_interval=3600.0)
     running = Worker(settings, "watch-test", pool, session, NullEvents())  # type: ignore[arg-type]

@@ -19,7 +19,6 @@ from crawler.db import frontier
 from crawler.metrics import Metrics
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.settings import default_settings
 
 URLS = 4
 EVENTS_PER_URL = 5
@@ -75,7 +74,7 @@ async def test_down_then_500s_then_accepting_delivers_everything_in_order(db_url
     port = free_port()
     metrics = Metrics()
     session = new_session(
-        "t", default_settings(), address_policy=AddressPolicy(["127.0.0.0/8"])
+        "t", address_policy=AddressPolicy(["127.0.0.0/8"])
     )
     delivery = WebhookDelivery(pool, session, f"http://127.0.0.1:{port}/hook",
                                metrics.collection, timeout_seconds=2.0, max_backoff_seconds=0.3)
@@ -129,7 +128,7 @@ async def test_webhook_target_is_subject_to_the_ssrf_policy(db_url: str) -> None
     await web.TCPSite(runner, "127.0.0.1", port).start()
     metrics = Metrics()
     session = new_session(  # no loopback
-        "t", default_settings(), address_policy=AddressPolicy()
+        "t", address_policy=AddressPolicy()
     )
     delivery = WebhookDelivery(pool, session, f"http://127.0.0.1:{port}/hook",
                                metrics.collection, max_backoff_seconds=0.3)
@@ -163,7 +162,7 @@ async def test_two_daemons_share_one_deliverer(db_url: str) -> None:
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     session = new_session(
-        "t", default_settings(), address_policy=AddressPolicy(["127.0.0.0/8"])
+        "t", address_policy=AddressPolicy(["127.0.0.0/8"])
     )
     deliveries = [
         WebhookDelivery(pool, session, f"http://127.0.0.1:{port}/hook", Metrics().collection)

@@ -31,7 +31,6 @@ from crawler.db import frontier
 from crawler.metrics import Metrics
 from crawler.net.fetch import new_session
 from crawler.net.ssrf import AddressPolicy
-from crawler.settings import default_settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -102,8 +101,7 @@ async def crawler(db_url: str, *args: str, **settings: str) -> tuple[int, str, s
 
 
 def delivery_for(pool: asyncpg.Pool, url: str, secret: str | None = None) -> WebhookDelivery:
-    session = new_session("t", default_settings(),
-                          address_policy=AddressPolicy(["127.0.0.0/8"]))
+    session = new_session("t", address_policy=AddressPolicy(["127.0.0.0/8"]))
     return WebhookDelivery(pool, session, url, Metrics().collection, secret=secret,
                            max_backoff_seconds=0.5)
 
